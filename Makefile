@@ -1,0 +1,40 @@
+# Roster. `make up` starts the control plane; `make test` runs everything CI runs.
+PY := .venv/bin/python
+GPY := gateway/.venv/bin/python
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: deps up down test test-fast test-gateway lint bench migrate
+
+deps:
+	scripts/bootstrap.sh
+
+migrate: deps
+	$(PY) manage.py migrate --noinput
+
+up: deps migrate
+	scripts/up.sh
+
+down:
+	scripts/down.sh
+
+lint: deps
+	.venv/bin/ruff check controlplane tests workers gateway/roster_gateway gateway/tests scripts
+	PYTHONPATH=gateway .venv/bin/lint-imports
+	$(PY) scripts/check_file_lengths.py
+	$(PY) scripts/check_dependencies_documented.py
+
+# Unit tests only: no Docker, no browser, no external processes beyond what a unit needs.
+test-fast: deps
+	$(PY) -m pytest -q -m "not integration" -n 2
+	cd gateway && .venv/bin/python -m pytest -q -m "not integration"
+
+test-gateway: deps
+	cd gateway && .venv/bin/python -m pytest -q
+
+test: deps lint
+	$(PY) -m pytest -q -m "not integration" -n 2
+	cd gateway && .venv/bin/python -m pytest -q
+	$(PY) -m pytest -q -m "integration"
+
+bench: deps migrate
+	$(PY) -m bench

@@ -1,0 +1,14 @@
+"""The control plane's HTTP API. One router per app; the gateway's routes sit under /api/gateway/."""
+
+from ninja import NinjaAPI
+
+api = NinjaAPI(title="Roster control plane", version="1", urls_namespace="api")
+
+
+def _mount_routers() -> None:
+    from controlplane.policy.api import router as gateway_router
+
+    api.add_router("/gateway/", gateway_router)
+
+
+_mount_routers()

@@ -1,0 +1,44 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from controlplane.fleet.models import Run
+from controlplane.policy.models import Grant
+
+
+class Approval(models.Model):
+    """A held request waiting for a human. It covers exactly the request it showed (request_digest =
+    SHA-256 over method, URL and body hash) and is used once."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REFUSED = "refused"
+        EXPIRED = "expired"
+        USED = "used"
+
+    class Channel(models.TextChoices):
+        WEB = "web"
+        CLI = "cli"
+        API = "api"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approvals")
+    grant = models.ForeignKey(Grant, null=True, on_delete=models.SET_NULL, related_name="approvals")
+    grant_slug = models.CharField(max_length=64)
+    request = models.JSONField(help_text="snapshot: method, url, masked headers, body preview, body sha256")
+    request_digest = models.CharField(max_length=64, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    channel = models.CharField(max_length=8, choices=Channel.choices, blank=True)
+    # An approval that arrives after the hold window lets the next identical request pass once until then.
+    grace_until = models.DateTimeField(null=True, blank=True)
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        permissions = [("decide_approval", "Can approve or refuse held requests")]

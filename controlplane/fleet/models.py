@@ -1,0 +1,71 @@
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+from controlplane.core.taint import DataClass
+
+slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9-]{0,63}$", "1 to 64 characters of a-z, 0-9 and -")
+
+
+class Worker(models.Model):
+    name = models.CharField(max_length=64, unique=True, validators=[slug_validator])
+    description = models.TextField(blank=True)
+    # What the worker *is*. Only a human admin may change it (seed invariant: no promotion path).
+    identity = models.TextField(blank=True)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Run(models.Model):
+    class Origin(models.TextChoices):
+        HUMAN = "human", "filed by a human"
+        PROACTIVE = "proactive", "proactive"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        STARTING = "starting"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        REFUSED = "refused"
+        TIMED_OUT = "timed_out"
+        CANCELLED = "cancelled"
+
+    LIVE_STATUSES = (Status.QUEUED, Status.STARTING, Status.RUNNING)
+
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="runs")
+    origin = models.CharField(max_length=16, choices=Origin.choices, default=Origin.HUMAN)
+    filed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    command = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    status_reason = models.TextField(blank=True)
+    # Only the SHA-256 of the single-use proxy token is kept; cleared when the run ends (revocation).
+    token_hash = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    taint = models.PositiveSmallIntegerField(choices=DataClass.choices, default=DataClass.PRIVATE)
+    untrusted = models.BooleanField(default=False)
+    timeout_seconds = models.PositiveIntegerField(default=600)
+    deadline = models.DateTimeField(null=True, blank=True)
+    image_id = models.CharField(max_length=128, blank=True)
+    container_id = models.CharField(max_length=128, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    output = models.TextField(blank=True)
+    output_truncated = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.worker_id}"
+
+    @property
+    def is_live(self) -> bool:
+        return self.status in self.LIVE_STATUSES

@@ -1,0 +1,161 @@
+"""Settings read from the environment. Defaults suit one machine: SQLite under var/, Redis on loopback."""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("ROSTER_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def _env_float(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+SECRET_KEY = os.environ.get("ROSTER_DJANGO_SECRET_KEY") or "dev-only-not-secret-" + "x" * 32
+DEBUG = os.environ.get("ROSTER_DEBUG", "0") == "1"
+ALLOWED_HOSTS = os.environ.get("ROSTER_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("ROSTER_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "controlplane.core",
+    "controlplane.fleet",
+    "controlplane.vault",
+    "controlplane.policy",
+    "controlplane.ledger",
+    "controlplane.audit",
+    "controlplane.approvals",
+    "controlplane.dispatch",
+    "controlplane.web",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "controlplane.urls"
+ASGI_APPLICATION = "controlplane.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'roster.sqlite3'}"), conn_max_age=60
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # IMMEDIATE makes every transaction take the write lock up front, so two writers can never read
+    # the same chain head or ledger total and both append (the chain and the caps rely on this).
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # A file (not :memory:) so servers started by tests can share it; per process so parallel runs don't collide.
+    DATABASES["default"].setdefault("TEST", {})["NAME"] = os.environ.get(
+        "ROSTER_TEST_DB", str(VAR_DIR / f"test-roster-{os.getpid()}.sqlite3")
+    )
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [os.environ.get("ROSTER_CHANNELS_REDIS_URL", REDIS_URL)]},
+    }
+}
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = os.environ.get("ROSTER_CELERY_EAGER", "0") == "1"
+CELERY_BEAT_SCHEDULE = {
+    "expire-approvals": {"task": "controlplane.dispatch.tasks.expire_approvals", "schedule": 5.0},
+    "reap-runs": {"task": "controlplane.dispatch.tasks.reap_runs", "schedule": 15.0},
+}
+
+# --- Roster: named limits and timeouts (never literals in code) ---
+# The vault key lives outside the database, in a file only the control plane reads (mode 0600).
+ROSTER_VAULT_KEY_FILE = Path(os.environ.get("ROSTER_VAULT_KEY_FILE", VAR_DIR / "vault.key"))
+# The gateway's service credential; the control plane stores only its SHA-256.
+# The gateway's service credential: the control plane keeps only its SHA-256 (hex), from the environment
+# or from this file, which `make up` writes next to the gateway's own copy of the raw token.
+ROSTER_GATEWAY_TOKEN_SHA256_FILE = Path(
+    os.environ.get("ROSTER_GATEWAY_TOKEN_SHA256_FILE", VAR_DIR / "gateway-token.sha256")
+)
+ROSTER_GATEWAY_TOKEN_SHA256 = os.environ.get("ROSTER_GATEWAY_TOKEN_SHA256") or (
+    ROSTER_GATEWAY_TOKEN_SHA256_FILE.read_text().strip() if ROSTER_GATEWAY_TOKEN_SHA256_FILE.exists() else ""
+)
+ROSTER_APPROVAL_TTL_SECONDS = _env_int("ROSTER_APPROVAL_TTL_SECONDS", 300)
+ROSTER_APPROVAL_GRACE_SECONDS = _env_int("ROSTER_APPROVAL_GRACE_SECONDS", 120)
+ROSTER_APPROVAL_WAIT_MAX_SECONDS = _env_float("ROSTER_APPROVAL_WAIT_MAX_SECONDS", 30.0)
+ROSTER_APPROVAL_POLL_SECONDS = _env_float("ROSTER_APPROVAL_POLL_SECONDS", 0.05)
+ROSTER_RUN_DEFAULT_TIMEOUT_SECONDS = _env_int("ROSTER_RUN_DEFAULT_TIMEOUT_SECONDS", 600)
+ROSTER_RUN_MAX_OUTPUT_BYTES = _env_int("ROSTER_RUN_MAX_OUTPUT_BYTES", 256 * 1024)
+ROSTER_BOX_IMAGE = os.environ.get("ROSTER_BOX_IMAGE", "roster-box:latest")
+ROSTER_BOX_NETWORK = os.environ.get("ROSTER_BOX_NETWORK", "roster-boxes")
+ROSTER_GATEWAY_HOST = os.environ.get("ROSTER_GATEWAY_HOST", "127.0.0.1")
+ROSTER_GATEWAY_PORT = _env_int("ROSTER_GATEWAY_PORT", 8080)
+ROSTER_GATEWAY_HEALTH_URL = os.environ.get("ROSTER_GATEWAY_HEALTH_URL", "http://127.0.0.1:8081/healthz")
+ROSTER_GATEWAY_CA_CERT = Path(
+    os.environ.get("ROSTER_GATEWAY_CA_CERT", VAR_DIR / "gateway" / "mitmproxy-ca-cert.pem")
+)
+ROSTER_BOX_MEMORY = os.environ.get("ROSTER_BOX_MEMORY", "512m")
+ROSTER_BOX_NANO_CPUS = _env_int("ROSTER_BOX_NANO_CPUS", 1_000_000_000)
+ROSTER_BOX_PIDS_LIMIT = _env_int("ROSTER_BOX_PIDS_LIMIT", 256)
+ROSTER_TRACE_MAX_BYTES = _env_int("ROSTER_TRACE_MAX_BYTES", 8 * 1024 * 1024)
+ROSTER_BODY_PREVIEW_BYTES = _env_int("ROSTER_BODY_PREVIEW_BYTES", 4096)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("ROSTER_LOG_LEVEL", "WARNING")},
+}
