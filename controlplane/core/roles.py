@@ -1,0 +1,32 @@
+"""The three human roles as Django groups, kept in step with the code after every migrate.
+Admins: everything in the admin. Approvers: decide approvals, read what they need to judge.
+Auditors: read and export, change nothing."""
+
+from django.contrib.auth.models import Group, Permission
+
+ROSTER_APPS = ["fleet", "vault", "policy", "ledger", "audit", "approvals"]
+ADMINS, APPROVERS, AUDITORS = "Admins", "Approvers", "Auditors"
+
+APPROVER_PERMS = [
+    ("approvals", "decide_approval"), ("approvals", "view_approval"), ("fleet", "view_run"),
+    ("fleet", "view_worker"), ("policy", "view_grant"),
+]
+
+
+def _auditor_perms():
+    perms = Permission.objects.filter(content_type__app_label__in=ROSTER_APPS, codename__startswith="view_")
+    return list(perms.exclude(content_type__model="secret")) + list(
+        Permission.objects.filter(content_type__app_label="audit", codename="export_auditrecord")
+    )
+
+
+def ensure_roles(**_kwargs) -> None:
+    admins, _ = Group.objects.get_or_create(name=ADMINS)
+    admins.permissions.set(Permission.objects.filter(content_type__app_label__in=ROSTER_APPS + ["auth"]))
+    approvers, _ = Group.objects.get_or_create(name=APPROVERS)
+    approvers.permissions.set(
+        [p for app, code in APPROVER_PERMS for p in Permission.objects.filter(
+            content_type__app_label=app, codename=code)]
+    )
+    auditors, _ = Group.objects.get_or_create(name=AUDITORS)
+    auditors.permissions.set(_auditor_perms())
