@@ -1,0 +1,15 @@
+# The control plane image (web, celery worker, celery beat). Needs a registry for the base image;
+# on one machine without one, `make up` runs the same processes from the virtualenv instead.
+ARG BASE=python:3.11-slim-bookworm
+FROM ${BASE}
+RUN useradd --create-home --uid 10001 roster
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY controlplane ./controlplane
+COPY templates ./templates
+COPY manage.py ./
+RUN pip install --no-cache-dir .
+USER roster
+ENV ROSTER_VAR_DIR=/var/lib/roster
+EXPOSE 8000
+CMD ["python", "-m", "daphne", "-b", "0.0.0.0", "-p", "8000", "controlplane.asgi:application"]
