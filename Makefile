@@ -19,7 +19,7 @@ down:
 
 lint: deps
 	.venv/bin/ruff check controlplane tests workers gateway/roster_gateway gateway/tests scripts
-	PYTHONPATH=gateway .venv/bin/lint-imports
+	PYTHONPATH=.:gateway .venv/bin/lint-imports
 	$(PY) scripts/check_file_lengths.py
 	$(PY) scripts/check_dependencies_documented.py
 
