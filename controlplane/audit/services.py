@@ -1,0 +1,91 @@
+"""Appending to the audit chain. Every state change calls audit_append inside its own transaction, so
+the record commits or rolls back with the change it records."""
+
+from __future__ import annotations
+
+import enum
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from controlplane.audit import chain
+from controlplane.audit.models import AuditRecord
+
+KINDS = frozenset({
+    "decision", "tripwire", "approval", "spend", "credential_use", "grant_change", "run_state", "trace",
+    "secret_change",
+})
+# Column widths of the indexed copies (AuditRecord); checked here so SQLite and PostgreSQL agree.
+_MAX_WORKER, _MAX_VERDICT, _MAX_REASON = 64, 16, 32
+# Any constant identifies "the audit chain head" among advisory locks; this is "roster.audit".
+_PG_LOCK_KEY = 0x726F737465722E61
+
+
+def _text(value, name: str, limit: int) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if not isinstance(value, str):
+        raise TypeError(f"audit {name} must be a string, got {type(value).__name__}")
+    if len(value) > limit:
+        raise ValueError(f"audit {name} longer than {limit} characters")
+    return value
+
+
+def _run_id(run) -> int | None:
+    if run is None:
+        return None
+    run_id = run if isinstance(run, int) else run.pk
+    if not isinstance(run_id, int) or isinstance(run_id, bool):
+        raise TypeError("audit run must be a Run or its integer id")
+    return run_id
+
+
+def _worker_name(worker, run) -> str:
+    if worker is None:
+        # A Run instance names its worker (cached on the instance after the first access).
+        return run.worker.name if run is not None and not isinstance(run, int) else ""
+    return _text(worker if isinstance(worker, str) else worker.name, "worker", _MAX_WORKER)
+
+
+def _lock_chain_head() -> None:
+    """Serialise appenders. SQLite: the settings begin every transaction IMMEDIATE, so this transaction
+    already holds the database write lock. PostgreSQL: a transaction-scoped advisory lock."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", [_PG_LOCK_KEY])
+    elif connection.vendor != "sqlite":
+        raise RuntimeError(f"audit chain locking not implemented for {connection.vendor}")
+
+
+def _append(kind: str, data: dict, run, worker, verdict: str, reason: str) -> AuditRecord:
+    _lock_chain_head()
+    head = AuditRecord.objects.order_by("-seq").values_list("seq", "hash").first()
+    seq, prev = (head[0] + 1, head[1]) if head else (1, chain.GENESIS_PREV)
+    now = chain.truncate_ms(timezone.now())
+    run_id = _run_id(run)
+    body = chain.build_body(seq=seq, time=now, prev=prev, kind=kind, run=run_id, worker=worker,
+                            verdict=verdict, reason=reason, data=data)
+    return AuditRecord.objects.create(
+        seq=seq, created_at=now, kind=kind, run_id_ref=run_id, worker_name=worker, verdict=verdict,
+        reason=reason, body=body, prev_hash=prev, hash=chain.record_hash(body),
+    )
+
+
+def audit_append(kind: str, data: dict, *, run=None, worker=None, verdict: str = "",
+                 reason: str = "") -> AuditRecord:
+    """Append one record to the chain. Call inside the transaction of the change it records; called
+    outside one, it opens its own. `data` must be JSON-serialisable and never hold a secret value."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown audit kind {kind!r}")
+    if not isinstance(data, dict):
+        raise TypeError("audit data must be a dict")
+    verdict = _text(verdict, "verdict", _MAX_VERDICT)
+    reason = _text(reason, "reason", _MAX_REASON)
+    worker_name = _worker_name(worker, run)
+    chain.canonical_json(data)  # fail before taking the lock if data can't be serialised
+    if connection.in_atomic_block:
+        return _append(kind, data, run, worker_name, verdict, reason)
+    with transaction.atomic():
+        return _append(kind, data, run, worker_name, verdict, reason)
