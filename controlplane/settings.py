@@ -159,3 +159,14 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("ROSTER_LOG_LEVEL", "WARNING")},
 }
+# How long the gateway holds an asked request before giving up (bounded by the approval TTL).
+ROSTER_APPROVAL_HOLD_SECONDS = _env_int("ROSTER_APPROVAL_HOLD_SECONDS", 60)
+# Decision API input limits (the gateway's request facts; anything bigger is a 422, nothing decided).
+ROSTER_DECIDE_MAX_HEADERS = _env_int("ROSTER_DECIDE_MAX_HEADERS", 200)
+ROSTER_DECIDE_MAX_HEADER_BYTES = _env_int("ROSTER_DECIDE_MAX_HEADER_BYTES", 16 * 1024)
+ROSTER_DECIDE_MAX_PATH_BYTES = _env_int("ROSTER_DECIDE_MAX_PATH_BYTES", 16 * 1024)
+ROSTER_DECIDE_MAX_MCP_CALLS = _env_int("ROSTER_DECIDE_MAX_MCP_CALLS", 100)
+
+# --- web pages (issue 6) ---
+ROSTER_WEB_AUDIT_PAGE_SIZE = _env_int("ROSTER_WEB_AUDIT_PAGE_SIZE", 50)
+ROSTER_WEB_RECENT_DECISIONS = _env_int("ROSTER_WEB_RECENT_DECISIONS", 10)

@@ -1,0 +1,45 @@
+"""Admin for workers and runs. A worker's identity (what it *is*) is editable only by a superuser or a
+member of the Admins group; runs are read-only here (they change through services)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from controlplane.core.roles import ADMINS
+from controlplane.fleet.models import Run, Worker
+
+
+def can_edit_identity(user) -> bool:
+    return bool(user.is_active and (user.is_superuser or user.groups.filter(name=ADMINS).exists()))
+
+
+@admin.register(Worker)
+class WorkerAdmin(admin.ModelAdmin):
+    list_display = ["name", "active", "created_at"]
+    list_filter = ["active"]
+    search_fields = ["name", "description"]
+    fields = ["name", "description", "identity", "active", "created_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = ["created_at"]
+        if not can_edit_identity(request.user):
+            readonly.append("identity")
+        return readonly
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["id", "worker", "origin", "status", "taint", "untrusted", "created_at", "ended_at"]
+    list_filter = ["status", "origin", "untrusted", "taint"]
+    search_fields = ["worker__name", "status_reason"]
+    # The token hash is never shown: it is useless to a person and only helps an attacker probe.
+    exclude = ["token_hash"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
