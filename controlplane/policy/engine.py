@@ -1,0 +1,332 @@
+"""The policy engine: a pure function from (run state, request facts, grants) to a Decision.
+
+Only this module mints a Decision (seed 002 §5). Python cannot make forgery impossible for code
+running in the same process, so a Decision also has to be *authentic* to count: `is_authentic`
+checks that it was issued here and not altered since. Consumers call `require_authentic`.
+Precedence and the pattern language are documented in docs/grants.md.
+"""
+
+from __future__ import annotations
+
+import enum
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from controlplane.core.taint import DataClass
+from controlplane.policy import matching
+from controlplane.policy.normalize import NormalizationError, normalize_host, normalize_path, normalize_port
+
+
+class Verdict(enum.StrEnum):
+    ALLOW = "allow"
+    DENY = "deny"
+    ASK = "ask"
+
+
+class DenyReason(enum.StrEnum):
+    NO_GRANT = "no_grant"
+    GRANT_EXPIRED = "grant_expired"
+    TAINT_TOO_HIGH = "taint_too_high"
+    DENIED_BY_GRANT = "denied_by_grant"
+    APPROVAL_REFUSED = "approval_refused"
+    APPROVAL_EXPIRED = "approval_expired"
+    OVER_BUDGET = "over_budget"
+    BAD_TOKEN = "bad_token"
+    POLICY_ERROR = "policy_error"
+
+
+class Mode(enum.StrEnum):
+    AUTO = "auto"
+    ASK = "ask"
+    DENY = "deny"
+
+
+# Ties between equally specific grants go to the stricter mode.
+_STRICTNESS = {Mode.DENY: 2, Mode.ASK: 1, Mode.AUTO: 0}
+
+
+@dataclass(frozen=True)
+class RunState:
+    run_id: int
+    worker_id: int
+    taint: DataClass
+    untrusted: bool
+
+
+@dataclass(frozen=True)
+class McpCall:
+    method: str
+    tool: str | None
+
+
+@dataclass(frozen=True)
+class RequestFacts:
+    method: str
+    scheme: str
+    host: str
+    port: int | None
+    path: str
+    mcp: tuple[McpCall, ...] = ()
+    sentinel_secret_ids: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class GrantRule:
+    """An immutable snapshot of a Grant. Construction compiles the match fields; a grant that does not
+    compile keeps the error in `broken`, and evaluating against it denies everything (broken config)."""
+
+    slug: str
+    host: str
+    mode: Mode = Mode.AUTO
+    id: int | None = None
+    worker_id: int | None = None
+    methods: tuple[str, ...] = ()
+    schemes: tuple[str, ...] = ()
+    port: int | None = None
+    paths: tuple[str, ...] = ()
+    mcp_tools: tuple[str, ...] = ()
+    max_taint: DataClass = DataClass.PRIVATE
+    result_class: DataClass = DataClass.PRIVATE
+    untrusted: bool = True
+    expires_at: datetime | None = None
+    secret_id: int | None = None
+    secret_name: str | None = None
+    inject_header: str = ""
+    inject_format: str = "{secret}"
+    cost_per_call: int = 0
+    tunnel: bool = False
+    trace: bool = False
+    enabled: bool = True
+    compiled: matching.CompiledMatch | None = field(default=None, compare=False, repr=False)
+    broken: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", Mode(self.mode))
+        object.__setattr__(self, "max_taint", DataClass(self.max_taint))
+        object.__setattr__(self, "result_class", DataClass(self.result_class))
+        for name in ("methods", "schemes", "paths", "mcp_tools"):
+            object.__setattr__(self, name, tuple(getattr(self, name) or ()))
+        try:
+            compiled = matching.compile_match(
+                worker_id=self.worker_id, host=self.host, port=self.port, schemes=self.schemes,
+                methods=self.methods, paths=self.paths, mcp_tools=self.mcp_tools, tunnel=self.tunnel,
+            )
+            object.__setattr__(self, "compiled", compiled)
+            object.__setattr__(self, "broken", "")
+        except (matching.PatternError, TypeError, ValueError) as exc:
+            object.__setattr__(self, "compiled", None)
+            object.__setattr__(self, "broken", f"grant {self.slug!r}: {exc}")
+
+    @classmethod
+    def from_model(cls, grant) -> GrantRule:
+        secret = grant.secret if grant.secret_id else None
+        return cls(
+            id=grant.pk, slug=grant.slug, worker_id=grant.worker_id, methods=tuple(grant.methods or ()),
+            schemes=tuple(grant.schemes or ()), host=grant.host, port=grant.port,
+            paths=tuple(grant.paths or ()), mcp_tools=tuple(grant.mcp_tools or ()), mode=grant.mode,
+            max_taint=grant.max_taint, result_class=grant.result_class, untrusted=grant.untrusted,
+            expires_at=grant.expires_at, secret_id=grant.secret_id,
+            secret_name=secret.name if secret is not None else None, inject_header=grant.inject_header,
+            inject_format=grant.inject_format, cost_per_call=grant.cost_per_call, tunnel=grant.tunnel,
+            trace=grant.trace, enabled=grant.enabled,
+        )
+
+
+class _Issued:
+    """Registry of decisions minted here, with the field values they were minted with."""
+
+    def __init__(self) -> None:
+        self._fields: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def add(self, decision: Decision) -> None:
+        self._fields[decision] = decision._snapshot()
+
+    def check(self, decision: object) -> bool:
+        try:
+            return type(decision) is Decision and self._fields.get(decision) == decision._snapshot()
+        except Exception:  # noqa: BLE001 - anything odd about the object means "not authentic"
+            return False
+
+
+def _make_minter():
+    token = object()
+    issued = _Issued()
+
+    def mint(verdict, reason, grant, message, tripwire=False) -> Decision:
+        decision = Decision(token, Verdict(verdict), reason, grant, str(message), bool(tripwire))
+        issued.add(decision)
+        return decision
+
+    return token, mint, issued.check
+
+
+class Decision:
+    """verdict, reason (DenyReason or None), grant (GrantRule or None), message, tripwire.
+    No public constructor, immutable, not copyable or picklable, not subclassable."""
+
+    __slots__ = ("_verdict", "_reason", "_grant", "_message", "_tripwire", "__weakref__")
+
+    def __init_subclass__(cls, **kwargs):
+        raise TypeError("Decision cannot be subclassed")
+
+    def __init__(self, token, verdict, reason, grant, message, tripwire):
+        if token is not _TOKEN:
+            raise TypeError("a Decision is made only by controlplane.policy.engine")
+        set_ = object.__setattr__
+        set_(self, "_verdict", verdict)
+        set_(self, "_reason", DenyReason(reason) if reason is not None else None)
+        set_(self, "_grant", grant)
+        set_(self, "_message", message)
+        set_(self, "_tripwire", tripwire)
+
+    verdict = property(lambda self: self._verdict)
+    reason = property(lambda self: self._reason)
+    grant = property(lambda self: self._grant)
+    message = property(lambda self: self._message)
+    tripwire = property(lambda self: self._tripwire)
+
+    def _snapshot(self) -> tuple:
+        return (self._verdict, self._reason, self._grant, self._message, self._tripwire)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Decision is immutable")
+
+    def __delattr__(self, name):
+        raise AttributeError("Decision is immutable")
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a Decision cannot be copied or pickled")
+
+    def __copy__(self):
+        raise TypeError("a Decision cannot be copied")
+
+    def __deepcopy__(self, memo):
+        raise TypeError("a Decision cannot be copied")
+
+    def __repr__(self) -> str:
+        slug = self._grant.slug if self._grant else None
+        return f"Decision({self._verdict}, {self._reason}, grant={slug!r}, tripwire={self._tripwire})"
+
+
+_TOKEN, _mint, is_authentic = _make_minter()
+
+
+def require_authentic(decision: object) -> Decision:
+    """The decision, if this module issued it and nobody altered it; otherwise TypeError."""
+    if not is_authentic(decision):
+        raise TypeError("not a Decision issued by the policy engine")
+    return decision  # type: ignore[return-value]
+
+
+def deny(reason: DenyReason, message: str) -> Decision:
+    return _mint(Verdict.DENY, DenyReason(reason), None, message)
+
+
+def allow_approved(grant: GrantRule, message: str) -> Decision:
+    """An allow for a request a human approved (the approval service has checked the approval)."""
+    if not isinstance(grant, GrantRule):
+        raise TypeError("allow_approved needs a GrantRule")
+    return _mint(Verdict.ALLOW, None, grant, message)
+
+
+def taint_after(run: RunState, grant: GrantRule) -> tuple[DataClass, bool]:
+    """Seed 002 §2: a result raises taint to the grant's result_class, never lowers it; a result from
+    an untrusted grant marks the run untrusted for good."""
+    return DataClass(max(run.taint, grant.result_class)), bool(run.untrusted or grant.untrusted)
+
+
+def evaluate(run: RunState, facts: RequestFacts, grants: Sequence[GrantRule], now: datetime) -> Decision:
+    """Never raises: any failure is deny policy_error."""
+    try:
+        return _evaluate(run, facts, grants, now)
+    except Exception as exc:  # noqa: BLE001 - the floor is closed: every failure is a deny
+        return _mint(Verdict.DENY, DenyReason.POLICY_ERROR, None, f"policy error: {type(exc).__name__}")
+
+
+def _evaluate(run: RunState, facts: RequestFacts, grants: Sequence[GrantRule], now: datetime) -> Decision:
+    if not isinstance(run, RunState) or not isinstance(facts, RequestFacts):
+        raise TypeError("evaluate needs a RunState and RequestFacts")
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    for grant in grants:
+        if not isinstance(grant, GrantRule):
+            raise TypeError("grants must be GrantRule snapshots")
+        if grant.broken:
+            return _mint(Verdict.DENY, DenyReason.POLICY_ERROR, None, f"broken grant: {grant.broken}")
+    sentinels = frozenset(facts.sentinel_secret_ids)
+    try:
+        method = _method(facts.method)
+        scheme = facts.scheme.lower() if isinstance(facts.scheme, str) else ""
+        if scheme not in ("http", "https", "tunnel"):
+            raise NormalizationError(f"scheme {facts.scheme!r} is not http, https or tunnel")
+        host = normalize_host(facts.host)
+        port = normalize_port(facts.port, scheme)
+        path = "/" if scheme == "tunnel" else normalize_path(facts.path)
+    except NormalizationError as exc:
+        return _no_grant(f"request rejected: {exc}", sentinels)
+
+    candidates = []
+    for grant in grants:
+        if not grant.enabled:
+            continue
+        spec = matching.match(grant.compiled, worker_id=run.worker_id, method=method, scheme=scheme,
+                              host=host, port=port, path=path, mcp=tuple(facts.mcp))
+        if spec is not None:
+            candidates.append((spec, grant))
+    target = f"{method} {scheme}://{host}:{port}{path}"
+    if not candidates:
+        return _no_grant(f"no grant matches {target}", sentinels)
+
+    live = [(s, g) for s, g in candidates if not _expired(g, now)]
+    denies = [(s, g) for s, g in live if g.mode == Mode.DENY]
+    if denies:
+        chosen = _pick(denies)
+    else:
+        chosen = _pick(candidates)
+    if sentinels - ({chosen.secret_id} if chosen.secret_id is not None else set()):
+        return _mint(Verdict.DENY, DenyReason.NO_GRANT, chosen,
+                     f"a secret's sentinel was sent toward {host}, which grant {chosen.slug!r} does not "
+                     "inject that secret for", tripwire=True)
+    if chosen.mode == Mode.DENY and not _expired(chosen, now):
+        return _mint(Verdict.DENY, DenyReason.DENIED_BY_GRANT, chosen,
+                     f"grant {chosen.slug!r} denies {target}")
+    if _expired(chosen, now):
+        return _mint(Verdict.DENY, DenyReason.GRANT_EXPIRED, chosen, f"grant {chosen.slug!r} has expired")
+    if DataClass(run.taint) > chosen.max_taint:
+        return _mint(Verdict.DENY, DenyReason.TAINT_TOO_HIGH, chosen,
+                     f"run taint {DataClass(run.taint).label} is above grant {chosen.slug!r}'s max_taint "
+                     f"{chosen.max_taint.label}")
+    if chosen.mode == Mode.ASK:
+        return _mint(Verdict.ASK, None, chosen,
+                     f"grant {chosen.slug!r} needs a human's approval for {target}")
+    if chosen.mode == Mode.AUTO:
+        return _mint(Verdict.ALLOW, None, chosen, f"allowed by grant {chosen.slug!r}")
+    raise ValueError(f"unknown mode {chosen.mode!r}")
+
+
+def _method(method) -> str:
+    if not isinstance(method, str) or not method.isascii() or not method.isalpha() or len(method) > 16:
+        raise NormalizationError(f"method {method!r} is not an HTTP method")
+    return method.upper()
+
+
+def _expired(grant: GrantRule, now: datetime) -> bool:
+    return grant.expires_at is not None and grant.expires_at <= now
+
+
+def _pick(candidates: list) -> GrantRule:
+    # Most specific wins; then the stricter mode; then the slug, so the choice never depends on order.
+    return max(candidates, key=lambda sg: (sg[0], _STRICTNESS[sg[1].mode], _reverse(sg[1].slug)))[1]
+
+
+def _reverse(slug: str) -> tuple[int, ...]:
+    return tuple(-ord(c) for c in slug) + (1,)
+
+
+def _no_grant(message: str, sentinels: frozenset[int]) -> Decision:
+    if sentinels:
+        return _mint(Verdict.DENY, DenyReason.NO_GRANT, None,
+                     f"{message}; a secret's sentinel was in the request", tripwire=True)
+    return _mint(Verdict.DENY, DenyReason.NO_GRANT, None, message)

@@ -1,0 +1,183 @@
+"""Whether one grant matches one (already normalised) request, and how specifically.
+
+The pattern language and the precedence built on `Specificity` are documented in docs/grants.md.
+Grant fields are compiled once (`compile_match`) so that matching hundreds of grants stays cheap.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from controlplane.policy.normalize import DEFAULT_PORTS, NormalizationError, normalize_host, normalize_path
+
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+GRANT_SCHEMES = frozenset({"http", "https"})
+DEFAULT_GRANT_SCHEMES = ("https",)
+# JSON-RPC messages that carry no tool and only set up a session; allowed under a grant that lists tools.
+MCP_SESSION_METHODS = frozenset({"initialize", "notifications/initialized", "ping", "tools/list"})
+MCP_TOOL_CALL = "tools/call"
+_TOOL_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
+
+
+class PatternError(ValueError):
+    """A grant field that cannot be compiled; the message names what is wrong."""
+
+
+@dataclass(frozen=True, order=True)
+class Specificity:
+    """Compared field by field, in this order; larger is more specific (docs/grants.md)."""
+
+    host_exact: int
+    wildcard_labels: int
+    port_explicit: int
+    path_literal_chars: int
+    path_exact: int
+    methods_listed: int
+    worker_specific: int
+    mcp_tools_listed: int
+
+
+@dataclass(frozen=True)
+class PathPattern:
+    pattern: str
+    regex: re.Pattern
+    literal_chars: int
+    exact: bool
+
+
+@dataclass(frozen=True)
+class CompiledMatch:
+    worker_id: int | None
+    host: str
+    wildcard: bool
+    port: int | None
+    schemes: frozenset[str]
+    methods: frozenset[str]
+    paths: tuple[PathPattern, ...]
+    mcp_tools: frozenset[str]
+    tunnel: bool
+
+
+def parse_host_pattern(pattern: str) -> tuple[str, bool]:
+    """("example.com", False) for an exact host, ("example.com", True) for "*.example.com"."""
+    if not isinstance(pattern, str) or not pattern:
+        raise PatternError("host is empty")
+    wildcard = pattern.startswith("*.")
+    rest = pattern[2:] if wildcard else pattern
+    if "*" in rest:
+        raise PatternError(f"host {pattern!r}: '*' is only allowed as a leading '*.' label")
+    try:
+        host = normalize_host(rest)
+    except NormalizationError as exc:
+        raise PatternError(str(exc)) from exc
+    if host.endswith(".") or pattern.endswith("."):
+        raise PatternError(f"host {pattern!r} must not end with a dot")
+    if host != rest:
+        canonical = ("*." if wildcard else "") + host
+        raise PatternError(f"host {pattern!r} is not in canonical form; write {canonical!r}")
+    if wildcard and (host.startswith("[") or "." not in host or host.replace(".", "").isdigit()):
+        raise PatternError(f"host {pattern!r}: a wildcard needs a domain with at least two labels")
+    return host, wildcard
+
+
+def compile_path_pattern(pattern: str) -> PathPattern:
+    if not isinstance(pattern, str) or not pattern.startswith("/"):
+        raise PatternError(f"path pattern {pattern!r} must start with '/'")
+    if "?" in pattern or "#" in pattern:
+        raise PatternError(f"path pattern {pattern!r} must not contain a query or fragment")
+    deep = pattern.endswith("/**")
+    body = pattern[:-3] if deep else pattern
+    if "**" in body:
+        raise PatternError(f"path pattern {pattern!r}: '**' is only allowed as a trailing '/**'")
+    try:
+        canonical = normalize_path(body or "/")
+    except NormalizationError as exc:
+        raise PatternError(f"path pattern {pattern!r}: {exc}") from exc
+    if canonical != (body or "/"):
+        raise PatternError(f"path pattern {pattern!r} is not in canonical form; write {canonical!r}")
+    parts = [re.escape(piece) for piece in body.split("*")]
+    regex = "[^/]*".join(parts)
+    if deep:
+        regex = regex + "(?:/.*)?" if body else "/.*"
+    literal = len(body.replace("*", ""))
+    return PathPattern(pattern, re.compile(regex, re.DOTALL), literal, exact=not deep and "*" not in body)
+
+
+def compile_match(*, worker_id, host, port, schemes, methods, paths, mcp_tools, tunnel) -> CompiledMatch:
+    canonical_host, wildcard = parse_host_pattern(host)
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
+        raise PatternError(f"port {port!r} is out of range 1-65535")
+    bad_schemes = [s for s in schemes if s not in GRANT_SCHEMES]
+    if bad_schemes:
+        raise PatternError(f"unknown scheme {bad_schemes[0]!r}; expected http or https")
+    bad_methods = [m for m in methods if m not in HTTP_METHODS]
+    if bad_methods:
+        known = ", ".join(sorted(HTTP_METHODS))
+        raise PatternError(f"unknown method {bad_methods[0]!r}; expected one of {known}")
+    bad_tools = [t for t in mcp_tools if not isinstance(t, str) or not _TOOL_RE.match(t)]
+    if bad_tools:
+        raise PatternError(f"MCP tool name {bad_tools[0]!r} is not valid")
+    return CompiledMatch(
+        worker_id=worker_id, host=canonical_host, wildcard=wildcard, port=port,
+        schemes=frozenset(schemes or DEFAULT_GRANT_SCHEMES), methods=frozenset(methods),
+        paths=tuple(compile_path_pattern(p) for p in paths), mcp_tools=frozenset(mcp_tools), tunnel=tunnel,
+    )
+
+
+def host_matches(compiled: CompiledMatch, host: str) -> bool:
+    if not compiled.wildcard:
+        return host == compiled.host
+    return host.endswith("." + compiled.host)
+
+
+def match(
+    compiled: CompiledMatch, *, worker_id, method: str, scheme: str, host: str, port: int, path: str,
+    mcp: tuple,
+) -> Specificity | None:
+    """None when the grant does not apply; otherwise how specifically it applies.
+    `host` and `path` must already be normalised, `port` explicit."""
+    if compiled.worker_id is not None and compiled.worker_id != worker_id:
+        return None
+    if compiled.tunnel:
+        if scheme != "tunnel" or method != "CONNECT":
+            return None
+    elif scheme not in compiled.schemes:
+        return None
+    expected_port = compiled.port if compiled.port is not None else DEFAULT_PORTS[scheme]
+    if port != expected_port or not host_matches(compiled, host):
+        return None
+    if compiled.methods and method not in compiled.methods:
+        return None
+    best_path = None
+    if compiled.paths and not compiled.tunnel:
+        matching = [p for p in compiled.paths if p.regex.fullmatch(path)]
+        if not matching:
+            return None
+        best_path = max(matching, key=lambda p: (p.literal_chars, p.exact))
+    if compiled.mcp_tools and not _mcp_allowed(compiled.mcp_tools, mcp):
+        return None
+    return Specificity(
+        host_exact=0 if compiled.wildcard else 1,
+        wildcard_labels=compiled.host.count(".") + 1 if compiled.wildcard else 0,
+        port_explicit=1 if compiled.port is not None else 0,
+        path_literal_chars=best_path.literal_chars if best_path else -1,
+        path_exact=1 if best_path and best_path.exact else 0,
+        methods_listed=1 if compiled.methods else 0,
+        worker_specific=1 if compiled.worker_id is not None else 0,
+        mcp_tools_listed=1 if compiled.mcp_tools else 0,
+    )
+
+
+def _mcp_allowed(tools: frozenset[str], mcp: tuple) -> bool:
+    """A grant listing tools covers only MCP traffic: every tools/call names a listed tool, every other
+    message is session set-up. A request with no MCP messages does not match it."""
+    if not mcp:
+        return False
+    for call in mcp:
+        if call.method == MCP_TOOL_CALL:
+            if call.tool not in tools:
+                return False
+        elif call.method not in MCP_SESSION_METHODS or call.tool is not None:
+            return False
+    return True
