@@ -49,7 +49,7 @@ def _worker_name(worker, run) -> str:
     return _text(worker if isinstance(worker, str) else worker.name, "worker", _MAX_WORKER)
 
 
-def _lock_chain_head() -> None:
+def lock_chain_head() -> None:
     """Serialise appenders. SQLite: the settings begin every transaction IMMEDIATE, so this transaction
     already holds the database write lock. PostgreSQL: a transaction-scoped advisory lock."""
     if connection.vendor == "postgresql":
@@ -60,7 +60,7 @@ def _lock_chain_head() -> None:
 
 
 def _append(kind: str, data: dict, run, worker, verdict: str, reason: str) -> AuditRecord:
-    _lock_chain_head()
+    lock_chain_head()
     head = AuditRecord.objects.order_by("-seq").values_list("seq", "hash").first()
     seq, prev = (head[0] + 1, head[1]) if head else (1, chain.GENESIS_PREV)
     now = chain.truncate_ms(timezone.now())

@@ -26,7 +26,11 @@ class Cap(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["worker", "unit", "window"], name="one_cap_per_scope_unit_window"),
+            models.UniqueConstraint(fields=["worker", "unit", "window"],
+                                    name="one_cap_per_scope_unit_window"),
+            # NULL never equals NULL in a unique index, so org caps need their own constraint.
+            models.UniqueConstraint(fields=["unit", "window"], condition=models.Q(worker__isnull=True),
+                                    name="one_org_cap_per_unit_window"),
         ]
 
     def __str__(self) -> str:
@@ -52,4 +56,7 @@ class SpendLine(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
-        indexes = [models.Index(fields=["worker", "unit", "created_at"])]
+        indexes = [
+            models.Index(fields=["worker", "unit", "created_at"]),
+            models.Index(fields=["unit", "created_at"], name="ledger_spend_unit_time_idx"),
+        ]

@@ -1,0 +1,81 @@
+"""The database refuses UPDATE and DELETE on audit records and spend lines, whatever code asks."""
+
+import pytest
+from django.core.management import call_command
+from django.db import DatabaseError, connection, transaction
+
+from controlplane.audit.models import AuditRecord
+from controlplane.audit.services import audit_append
+from controlplane.fleet.models import Worker
+from controlplane.ledger import services as ledger
+from controlplane.ledger.models import SpendLine
+
+
+def _raw(sql, params=()):
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute(sql, params)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("sql", [
+    "UPDATE audit_auditrecord SET body = 'x'",
+    "UPDATE audit_auditrecord SET verdict = 'allow' WHERE seq = 1",
+    "DELETE FROM audit_auditrecord",
+    "DELETE FROM audit_auditrecord WHERE seq = 1",
+    "UPDATE ledger_spendline SET amount = 0",
+    "DELETE FROM ledger_spendline",
+])
+def test_raw_sql_update_and_delete_are_refused(sql):
+    worker = Worker.objects.create(name="t")
+    ledger.reserve(worker=worker, run=None, grant_slug="g", decision_id="dc_1", cost_micro=3, origin="human")
+    before_audit = list(AuditRecord.objects.values_list("seq", "body", "hash"))
+    before_lines = list(SpendLine.objects.values_list("id", "amount"))
+    with pytest.raises(DatabaseError, match="append-only"):
+        _raw(sql)
+    assert list(AuditRecord.objects.values_list("seq", "body", "hash")) == before_audit
+    assert list(SpendLine.objects.values_list("id", "amount")) == before_lines
+
+
+@pytest.mark.django_db
+def test_orm_save_and_delete_are_refused():
+    rec = audit_append("decision", {"a": 1})
+    rec.body = rec.body.replace('"a":1', '"a":2')
+    with pytest.raises(DatabaseError), transaction.atomic():
+        rec.save()
+    with pytest.raises(DatabaseError), transaction.atomic():
+        AuditRecord.objects.all().delete()
+    with pytest.raises(DatabaseError), transaction.atomic():
+        AuditRecord.objects.update(kind="x")
+    assert AuditRecord.objects.get().body.count('"a":1') == 1
+
+
+@pytest.mark.django_db
+def test_inserts_still_work_after_refusals():
+    audit_append("decision", {})
+    with pytest.raises(DatabaseError), transaction.atomic():
+        AuditRecord.objects.all().delete()
+    audit_append("decision", {})
+    audit_append("decision", {})
+    assert list(AuditRecord.objects.values_list("seq", flat=True)) == [1, 2, 3]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_flush_outside_test_database_is_refused(settings):
+    audit_append("decision", {})
+    name = connection.settings_dict["NAME"]
+    try:
+        connection.settings_dict["NAME"] = name + "-not-the-test-db"
+        # Same file, but flush no longer recognises it as the test database: the trigger refuses.
+        with pytest.raises(Exception, match="couldn't be flushed") as err:
+            call_command("flush", interactive=False, verbosity=0)
+        assert "append-only" in str(err.value.__cause__)
+    finally:
+        connection.settings_dict["NAME"] = name
+    assert AuditRecord.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_flush_of_the_test_database_empties_the_tables():
+    audit_append("decision", {})
+    call_command("flush", interactive=False, verbosity=0)
+    assert AuditRecord.objects.count() == 0
