@@ -170,3 +170,38 @@ ROSTER_DECIDE_MAX_MCP_CALLS = _env_int("ROSTER_DECIDE_MAX_MCP_CALLS", 100)
 # --- web pages (issue 6) ---
 ROSTER_WEB_AUDIT_PAGE_SIZE = _env_int("ROSTER_WEB_AUDIT_PAGE_SIZE", 50)
 ROSTER_WEB_RECENT_DECISIONS = _env_int("ROSTER_WEB_RECENT_DECISIONS", 10)
+# --- Dispatch (engineer E): boxes, preflight and reaping ---
+# Labels and container names carry this, so a reaper only ever touches its own boxes.
+ROSTER_BOX_NAMESPACE = os.environ.get("ROSTER_BOX_NAMESPACE", "roster")
+ROSTER_BOX_UID = _env_int("ROSTER_BOX_UID", 10001)
+# Per-worker code (mounted read-only at /code) lives in ROSTER_BOX_CODE_DIR/<worker>; per-run config and
+# workspace under ROSTER_BOX_RUNS_DIR/<namespace>-<run id>, removed when the run ends.
+ROSTER_BOX_CODE_DIR = Path(os.environ.get("ROSTER_BOX_CODE_DIR", VAR_DIR / "workers"))
+ROSTER_BOX_RUNS_DIR = Path(os.environ.get("ROSTER_BOX_RUNS_DIR", VAR_DIR / "runs"))
+ROSTER_BOX_TMPFS_SIZE = os.environ.get("ROSTER_BOX_TMPFS_SIZE", "64m")
+ROSTER_DOCKER_TIMEOUT_SECONDS = _env_int("ROSTER_DOCKER_TIMEOUT_SECONDS", 30)
+ROSTER_PREFLIGHT_TIMEOUT_SECONDS = _env_float("ROSTER_PREFLIGHT_TIMEOUT_SECONDS", 2.0)
+# A claimed run whose box is not running by then is failed by the reaper (the dispatcher died).
+ROSTER_RUN_START_GRACE_SECONDS = _env_int("ROSTER_RUN_START_GRACE_SECONDS", 120)
+# How long the reaper leaves an exited box to its watcher before finalising it itself.
+ROSTER_REAP_EXITED_GRACE_SECONDS = _env_int("ROSTER_REAP_EXITED_GRACE_SECONDS", 10)
+# A queued run older than this is dispatched again (its message was lost); dispatch is idempotent.
+ROSTER_RUN_REQUEUE_SECONDS = _env_int("ROSTER_RUN_REQUEUE_SECONDS", 60)
+ROSTER_BOX_KILL_WAIT_SECONDS = _env_int("ROSTER_BOX_KILL_WAIT_SECONDS", 10)
+ROSTER_IPTABLES = os.environ.get("ROSTER_IPTABLES", "iptables")
+
+# --- Vault and policy (engineer A) ---
+# How long a process trusts its sentinel index before checking whether another process changed secrets.
+ROSTER_VAULT_SENTINEL_CACHE_SECONDS = _env_float("ROSTER_VAULT_SENTINEL_CACHE_SECONDS", 2.0)
+# Largest secret value accepted (bytes); headers larger than this are not credentials.
+ROSTER_VAULT_MAX_VALUE_BYTES = _env_int("ROSTER_VAULT_MAX_VALUE_BYTES", 8192)
+# Audit export / verify read the chain in chunks of this many records (constant memory).
+ROSTER_AUDIT_CHUNK_SIZE = _env_int("ROSTER_AUDIT_CHUNK_SIZE", 2000)
+# Compiled grant rules kept in memory, keyed on the grant row's every column (rows are always re-read).
+ROSTER_GRANT_RULE_CACHE_SIZE = _env_int("ROSTER_GRANT_RULE_CACHE_SIZE", 10_000)
+# /api/gateway/trace carries up to ROSTER_TRACE_MAX_BYTES as base64 in JSON; Django must accept that body.
+DATA_UPLOAD_MAX_MEMORY_SIZE = ROSTER_TRACE_MAX_BYTES * 4 // 3 + 64 * 1024
+# Public CAs the box keeps trusting (for tunnel grants), combined with the gateway CA into its system store.
+ROSTER_BOX_SYSTEM_CA_BUNDLE = Path(
+    os.environ.get("ROSTER_BOX_SYSTEM_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+)
