@@ -37,6 +37,8 @@ class Approval(models.Model):
     channel = models.CharField(max_length=8, choices=Channel.choices, blank=True)
     # An approval that arrives after the hold window lets the next identical request pass once until then.
     grace_until = models.DateTimeField(null=True, blank=True)
+    # Set when the gateway stopped holding the request; only then does a later approval open a grace pass.
+    abandoned_at = models.DateTimeField(null=True, blank=True)
     used_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

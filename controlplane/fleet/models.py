@@ -69,3 +69,22 @@ class Run(models.Model):
     @property
     def is_live(self) -> bool:
         return self.status in self.LIVE_STATUSES
+
+
+class RunDecision(models.Model):
+    """An allowed egress decision awaiting its outcome: the run and a snapshot of the matched grant's
+    result_class / untrusted at decision time, so /outcome raises taint by the rule that allowed the
+    request (not by a later edit), and /trace links the body. Written by the decision service."""
+
+    decision_id = models.CharField(max_length=64, unique=True)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="decisions")
+    grant_slug = models.CharField(max_length=64)
+    result_class = models.PositiveSmallIntegerField(choices=DataClass.choices)
+    untrusted = models.BooleanField()
+    trace = models.BooleanField(default=False)
+    method = models.CharField(max_length=16)
+    url = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    outcome_at = models.DateTimeField(null=True, blank=True)
+    outcome_status = models.IntegerField(null=True, blank=True)
+    traced = models.BooleanField(default=False)

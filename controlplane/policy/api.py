@@ -1,3 +1,234 @@
-from ninja import Router
+"""The gateway's API (docs/wire.md): thin routes over controlplane.policy.service. Authenticated by the
+gateway's own service credential; bodies reject unknown fields, bound every string, accept only integers."""
 
-router = Router(tags=["gateway"])
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import hmac
+import time
+import uuid
+from typing import Annotated, Literal
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+from ninja import Router, Schema
+from ninja.errors import HttpError
+from ninja.security import HttpBearer
+from pydantic import ConfigDict, Field, StrictInt, StrictStr
+
+from controlplane.approvals.models import Approval
+from controlplane.approvals.selectors import approval_status
+from controlplane.approvals.services import approval_abandon, approval_mark_expired
+from controlplane.policy import service
+
+MAX_TOKEN = 1024
+MAX_HOST = 300
+MAX_MESSAGE = 2048
+
+
+class GatewayAuth(HttpBearer):
+    """Compares the bearer's SHA-256 with the configured hash in constant time; no hash configured means
+    every call is refused."""
+
+    def authenticate(self, request, token: str):
+        expected = (settings.ROSTER_GATEWAY_TOKEN_SHA256 or "").strip().lower()
+        if not expected or not token:
+            return None
+        offered = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+        return "gateway" if hmac.compare_digest(offered, expected) else None
+
+
+router = Router(tags=["gateway"], auth=GatewayAuth())
+
+Str = Annotated[StrictStr, Field(max_length=MAX_MESSAGE)]
+NonNegative = Annotated[StrictInt, Field(ge=0, le=2**53)]
+
+
+class Strict(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+
+class McpIn(Strict):
+    method: Annotated[StrictStr, Field(max_length=128)]
+    tool: Annotated[StrictStr, Field(max_length=256)] | None
+
+
+HeaderValue = Annotated[StrictStr, Field(max_length=settings.ROSTER_DECIDE_MAX_HEADER_BYTES)]
+HeaderName = Annotated[StrictStr, Field(min_length=1, max_length=256)]
+
+
+class DecideIn(Strict):
+    token: Annotated[StrictStr, Field(max_length=MAX_TOKEN)]
+    method: Annotated[StrictStr, Field(pattern=r"^[A-Z][A-Z-]{0,15}$")]
+    scheme: Literal["http", "https", "tunnel"]
+    host: Annotated[StrictStr, Field(min_length=1, max_length=MAX_HOST)]
+    port: Annotated[StrictInt, Field(ge=1, le=65535)]
+    path: Annotated[StrictStr, Field(max_length=settings.ROSTER_DECIDE_MAX_PATH_BYTES)]
+    headers: Annotated[list[tuple[HeaderName, HeaderValue]],
+                       Field(max_length=settings.ROSTER_DECIDE_MAX_HEADERS)]
+    body_size: NonNegative
+    body_sha256: Annotated[StrictStr, Field(pattern=r"^([0-9a-f]{64})?$")]
+    body_preview: Annotated[StrictStr, Field(max_length=settings.ROSTER_BODY_PREVIEW_BYTES)]
+    mcp: Annotated[list[McpIn], Field(max_length=settings.ROSTER_DECIDE_MAX_MCP_CALLS)]
+
+
+class InjectOut(Strict):
+    header: str
+    value: str
+
+
+class ReplaceOut(Strict):
+    sentinel: str
+    value: str
+
+
+class BudgetOut(Strict):
+    scope: str
+    unit: str
+    window: str
+    limit: int
+    spent: int
+
+
+class DecideOut(Strict):
+    verdict: Literal["allow", "deny", "ask"]
+    reason: Literal["no_grant", "grant_expired", "taint_too_high", "denied_by_grant", "approval_refused",
+                    "approval_expired", "over_budget", "bad_token", "policy_error"] | None
+    status: int
+    message: str
+    decision_id: str
+    grant: str | None
+    tunnel: bool
+    trace: bool
+    inject: list[InjectOut]
+    replace: list[ReplaceOut]
+    approval_id: str | None
+    hold_seconds: int
+    budget: BudgetOut | None
+
+
+class WaitIn(Strict):
+    timeout_seconds: Annotated[StrictInt, Field(ge=0, le=int(settings.ROSTER_APPROVAL_WAIT_MAX_SECONDS))]
+
+
+class WaitOut(Strict):
+    status: Literal["pending", "approved", "refused", "expired"]
+    decision: DecideOut | None
+
+
+class OutcomeIn(Strict):
+    decision_id: Annotated[StrictStr, Field(min_length=1, max_length=64)]
+    status: Annotated[StrictInt, Field(ge=0, le=999)]
+    request_bytes: NonNegative
+    response_bytes: NonNegative
+    error: Str = ""
+
+
+class TraceIn(Strict):
+    decision_id: Annotated[StrictStr, Field(min_length=1, max_length=64)]
+    body_b64: Annotated[StrictStr, Field(max_length=(settings.ROSTER_TRACE_MAX_BYTES + 2) // 3 * 4)]
+
+
+class OkOut(Strict):
+    ok: bool
+
+
+class ErrorOut(Strict):
+    detail: str
+
+
+@router.post("/decide", response={200: DecideOut}, summary="Decide one egress request")
+def decide(request, body: DecideIn):
+    return service.decide(service.EgressRequest(
+        token=body.token, method=body.method, scheme=body.scheme, host=body.host, port=body.port,
+        path=body.path,
+        headers=tuple(body.headers), body_size=body.body_size, body_sha256=body.body_sha256,
+        body_preview=body.body_preview, mcp=tuple((m.method, m.tool) for m in body.mcp),
+    ))
+
+
+def _poll_once(approval_id: uuid.UUID) -> str | None:
+    row = approval_status(approval_id)
+    if row is None:
+        return None
+    status, expires_at = row
+    if status == Approval.Status.PENDING and expires_at <= timezone.now():
+        approval_mark_expired(approval_id)
+        return Approval.Status.EXPIRED
+    return status
+
+
+@router.post("/approvals/{approval_id}/wait", response={200: WaitOut, 404: ErrorOut},
+             summary="Long-poll an approval")
+async def wait(request, approval_id: uuid.UUID, body: WaitIn):
+    # Async and polling with short reads: a held request costs no thread and no open transaction.
+    deadline = time.monotonic() + min(body.timeout_seconds, settings.ROSTER_APPROVAL_WAIT_MAX_SECONDS)
+    while True:
+        status = await sync_to_async(_poll_once)(approval_id)
+        if status is None:
+            return 404, {"detail": "no such approval"}
+        if status != Approval.Status.PENDING:
+            return 200, await sync_to_async(service.approval_conclude)(approval_id)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return 200, {"status": "pending", "decision": None}
+        await asyncio.sleep(min(settings.ROSTER_APPROVAL_POLL_SECONDS, remaining))
+
+
+@router.post("/approvals/{approval_id}/abandon", response={200: OkOut, 404: ErrorOut},
+             summary="The gateway stopped holding the request")
+def abandon(request, approval_id: uuid.UUID):
+    try:
+        approval_abandon(approval_id)
+    except Approval.DoesNotExist:
+        return 404, {"detail": "no such approval"}
+    return 200, {"ok": True}
+
+
+@router.post("/outcome", response={200: OkOut, 404: ErrorOut, 409: ErrorOut}, summary="Report an outcome")
+def outcome(request, body: OutcomeIn):
+    try:
+        service.outcome_report(body.decision_id, body.status, body.request_bytes, body.response_bytes,
+                               body.error)
+    except service.OutcomeUnknown:
+        return 404, {"detail": "no allowed decision with this id"}
+    except service.OutcomeConflict:
+        return 409, {"detail": "outcome already reported"}
+    return 200, {"ok": True}
+
+
+@router.post("/trace", response={200: OkOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut},
+             summary="Store a model input byte-exactly")
+def trace(request, body: TraceIn):
+    try:
+        raw = base64.b64decode(body.body_b64, validate=True)
+    except (binascii.Error, ValueError):
+        return 422, {"detail": "body_b64 is not valid base64"}
+    if len(raw) > settings.ROSTER_TRACE_MAX_BYTES:
+        return 413, {"detail": "trace body too large"}
+    try:
+        service.trace_store(body.decision_id, raw)
+    except service.OutcomeUnknown:
+        return 404, {"detail": "no allowed decision with this id"}
+    except service.OutcomeConflict:
+        return 409, {"detail": "already traced"}
+    return 200, {"ok": True}
+
+
+@router.get("/health", response={200: OkOut, 503: OkOut}, summary="Control plane and database answer")
+def health(request):
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except Exception:  # noqa: BLE001 - any database trouble is "not healthy"
+        return 503, {"ok": False}
+    return 200, {"ok": True}
+
+
+__all__ = ["router", "HttpError"]

@@ -1,0 +1,174 @@
+"""Approvals: opened by the decision service for `ask` grants, decided by a human (web or CLI), consumed
+once by the gateway. An approval covers exactly the request it showed (method, URL, body hash)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+
+from controlplane.approvals import broadcast
+from controlplane.approvals.models import Approval
+from controlplane.audit.services import audit_append
+from controlplane.core.errors import RosterError
+
+DECIDE_PERMISSION = "approvals.decide_approval"
+MASK = "[masked]"
+# Header names whose values are credentials or session material: never shown to approvers.
+AUTH_LIKE_FRAGMENTS = ("auth", "cookie", "token", "secret", "key", "session", "password", "signature")
+
+
+class ApprovalClosed(RosterError):
+    """The approval is no longer pending (already decided, expired or used)."""
+
+
+def request_digest(method: str, url: str, body_sha256: str) -> str:
+    """What an approval covers. Newline-separated so no field can bleed into the next."""
+    return hashlib.sha256(f"{method.upper()}\n{url}\n{body_sha256.lower()}".encode()).hexdigest()
+
+
+def _is_auth_like(name: str) -> bool:
+    lowered = name.lower()
+    return any(fragment in lowered for fragment in AUTH_LIKE_FRAGMENTS)
+
+
+def request_snapshot(
+    *, method: str, url: str, headers: list[tuple[str, str]], body_preview: str, body_sha256: str,
+    body_size: int, sentinels: frozenset[str] = frozenset(),
+) -> dict:
+    """What an approver sees: quoted data, with credentials and sentinel values masked."""
+    shown = []
+    for name, value in headers:
+        if _is_auth_like(name) or any(s and s in value for s in sentinels):
+            value = MASK
+        shown.append([name, value])
+    preview = body_preview[: settings.ROSTER_BODY_PREVIEW_BYTES]
+    for sentinel in sentinels:
+        if sentinel:
+            preview = preview.replace(sentinel, MASK)
+    return {"method": method, "url": url, "headers": shown, "body_preview": preview,
+            "body_sha256": body_sha256, "body_size": body_size}
+
+
+def approval_open(*, run, grant_id: int | None, grant_slug: str, snapshot: dict,
+                  now: datetime | None = None) -> Approval:
+    """Open a pending approval. Call inside the decision's transaction (audited there)."""
+    now = now or timezone.now()
+    approval = Approval.objects.create(
+        run=run, grant_id=grant_id, grant_slug=grant_slug, request=snapshot,
+        request_digest=request_digest(snapshot["method"], snapshot["url"], snapshot["body_sha256"]),
+        expires_at=now + timedelta(seconds=settings.ROSTER_APPROVAL_TTL_SECONDS),
+    )
+    audit_append(
+        "approval",
+        {"approval": str(approval.pk), "event": "opened", "grant": grant_slug, "method": snapshot["method"],
+         "url": snapshot["url"], "body_sha256": snapshot["body_sha256"],
+         "expires_at": approval.expires_at.isoformat()},
+        run=run, verdict="ask",
+    )
+    transaction.on_commit(lambda: broadcast.approval_changed(str(approval.pk), Approval.Status.PENDING))
+    return approval
+
+
+def approval_decide(approval_id, user, approve: bool, channel: str) -> Approval:
+    if user is None or not user.is_active or not user.has_perm(DECIDE_PERMISSION):
+        raise PermissionDenied("you may not decide approvals")
+    if channel not in Approval.Channel.values:
+        raise ValueError(f"unknown approval channel {channel!r}")
+    now = timezone.now()
+    with transaction.atomic():
+        approval = Approval.objects.select_for_update().select_related("run__worker").get(pk=approval_id)
+        if approval.status != Approval.Status.PENDING:
+            raise ApprovalClosed(f"approval {approval_id} is already {approval.status}")
+        if approval.expires_at <= now:
+            raise ApprovalClosed(f"approval {approval_id} expired at {approval.expires_at.isoformat()}")
+        approval.status = Approval.Status.APPROVED if approve else Approval.Status.REFUSED
+        approval.decided_by = user
+        approval.decided_at = now
+        approval.channel = channel
+        if approve and approval.abandoned_at is not None:
+            approval.grace_until = now + timedelta(seconds=settings.ROSTER_APPROVAL_GRACE_SECONDS)
+        approval.save()
+        audit_append(
+            "approval",
+            {"approval": str(approval.pk), "event": "decided", "status": approval.status,
+             "by": user.get_username(), "at": now.isoformat(), "channel": channel,
+             "grant": approval.grant_slug, "url": approval.request.get("url", "")},
+            run=approval.run, verdict=approval.status,
+        )
+        status = approval.status
+        transaction.on_commit(lambda: broadcast.approval_changed(str(approval.pk), status))
+    return approval
+
+
+def approval_abandon(approval_id) -> Approval:
+    """The gateway stopped holding the request. The approval stays decidable; if it is (or already was)
+    approved, the next identical request within the grace period passes once."""
+    now = timezone.now()
+    with transaction.atomic():
+        approval = Approval.objects.select_for_update().select_related("run__worker").get(pk=approval_id)
+        if approval.abandoned_at is None:
+            approval.abandoned_at = now
+            if approval.status == Approval.Status.APPROVED and approval.grace_until is None:
+                approval.grace_until = now + timedelta(seconds=settings.ROSTER_APPROVAL_GRACE_SECONDS)
+            approval.save(update_fields=["abandoned_at", "grace_until"])
+            audit_append("approval", {"approval": str(approval.pk), "event": "abandoned",
+                                      "status": approval.status}, run=approval.run)
+    return approval
+
+
+def approval_expire_due(now: datetime | None = None) -> int:
+    """Mark pending approvals past their expiry as expired. Returns how many."""
+    now = now or timezone.now()
+    expired = 0
+    with transaction.atomic():
+        due = Approval.objects.select_related("run__worker").filter(
+            status=Approval.Status.PENDING, expires_at__lte=now)
+        for approval in due:
+            if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
+                    status=Approval.Status.EXPIRED):
+                continue
+            audit_append("approval", {"approval": str(approval.pk), "event": "expired"},
+                         run=approval.run, verdict=Approval.Status.EXPIRED)
+            expired += 1
+            approval_id = str(approval.pk)
+            transaction.on_commit(
+                lambda a=approval_id: broadcast.approval_changed(a, Approval.Status.EXPIRED))
+    return expired
+
+
+def approval_consume(approval_id, run_id: int, now: datetime | None = None) -> bool:
+    """approved -> used, at most once: a conditional UPDATE, so of two concurrent waiters one wins."""
+    now = now or timezone.now()
+    return bool(Approval.objects.filter(pk=approval_id, run_id=run_id, status=Approval.Status.APPROVED)
+                .update(status=Approval.Status.USED, used_at=now))
+
+
+def approval_consume_grace(run_id: int, digest: str, now: datetime | None = None) -> Approval | None:
+    """The approved, abandoned approval for this exact request (same run, same digest) still in its
+    grace period, consumed; or None. Each such approval lets exactly one request through."""
+    now = now or timezone.now()
+    candidates = Approval.objects.filter(
+        run_id=run_id, request_digest=digest, status=Approval.Status.APPROVED, grace_until__gt=now,
+    ).order_by("decided_at").values_list("pk", flat=True)
+    for approval_id in candidates:
+        if approval_consume(approval_id, run_id, now):
+            return Approval.objects.select_related("grant").get(pk=approval_id)
+    return None
+
+
+def approval_mark_expired(approval_id) -> bool:
+    """A waiter saw a pending approval past its expiry: expire it now rather than wait for the sweep."""
+    with transaction.atomic():
+        approval = Approval.objects.select_related("run__worker").get(pk=approval_id)
+        if not Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING,
+                                       expires_at__lte=timezone.now()).update(status=Approval.Status.EXPIRED):
+            return False
+        audit_append("approval", {"approval": str(approval_id), "event": "expired"}, run=approval.run,
+                     verdict=Approval.Status.EXPIRED)
+        transaction.on_commit(lambda: broadcast.approval_changed(str(approval_id), Approval.Status.EXPIRED))
+    return True

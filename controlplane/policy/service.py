@@ -1,0 +1,406 @@
+"""The decision service behind the gateway API: resolve the run, evaluate the policy, then in ONE
+transaction open the approval / pass a grace approval, reserve budget, reveal the matched grant's secret
+and write the audit records. Any failure is a deny (policy_error); the floor is always closed."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import SimpleNamespace
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from controlplane.approvals.models import Approval
+from controlplane.approvals.services import (
+    approval_consume,
+    approval_consume_grace,
+    approval_open,
+    request_digest,
+    request_snapshot,
+)
+from controlplane.audit.models import ModelTrace
+from controlplane.audit.services import audit_append
+from controlplane.core.taint import DataClass
+from controlplane.fleet.models import Run, RunDecision
+from controlplane.fleet.services import run_raise_taint, run_resolve_token
+from controlplane.ledger.services import reserve, settle
+from controlplane.ledger.types import AlreadySettled, OverBudget, UnknownDecision
+from controlplane.policy import engine
+from controlplane.policy.engine import DenyReason, Verdict
+from controlplane.policy.models import Grant
+from controlplane.vault.models import Secret
+from controlplane.vault.services import secret_reveal, sentinel_secret_ids
+
+log = logging.getLogger(__name__)
+
+DENY_STATUS = {DenyReason.OVER_BUDGET: 402, DenyReason.BAD_TOKEN: 407, DenyReason.POLICY_ERROR: 503}
+DEFAULT_DENY_STATUS = 403
+SECRET_PLACEHOLDER = "{secret}"
+
+
+@dataclass(frozen=True)
+class EgressRequest:
+    """The gateway's request facts (validated by the API schema)."""
+
+    token: str
+    method: str
+    scheme: str
+    host: str
+    port: int
+    path: str
+    headers: Sequence[tuple[str, str]]
+    body_size: int
+    body_sha256: str
+    body_preview: str
+    mcp: Sequence[tuple[str, str | None]]
+
+    @property
+    def url(self) -> str:
+        """What an approval covers and the audit names; the port is always explicit."""
+        host = self.host.lower()
+        if self.scheme == "tunnel":
+            return f"tunnel://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}{self.path}"
+
+
+def new_decision_id() -> str:
+    return "dc_" + secrets.token_urlsafe(16)
+
+
+# --- grants: always read from the database (revocation is immediate); only compilation is cached ---
+
+_GRANT_COLUMNS = (
+    "id", "slug", "worker_id", "methods", "schemes", "host", "port", "paths", "mcp_tools", "mode",
+    "max_taint", "result_class", "untrusted", "expires_at", "secret_id", "secret__name", "inject_header",
+    "inject_format", "cost_per_call", "tunnel", "trace", "enabled", "updated_at",
+)
+_compiled_rules: dict[str, engine.GrantRule] = {}
+
+
+def _rule_from_row(row: tuple) -> engine.GrantRule:
+    # Keyed on every column of the row: any edit, by any path, yields a new key and a fresh compile.
+    key = repr(row)
+    rule = _compiled_rules.get(key)
+    if rule is None:
+        fields = dict(zip(_GRANT_COLUMNS, row, strict=True))
+        secret_name = fields.pop("secret__name")
+        fields["secret"] = SimpleNamespace(name=secret_name) if fields["secret_id"] else None
+        fields["pk"] = fields["id"]
+        rule = engine.GrantRule.from_model(SimpleNamespace(**fields))
+        if len(_compiled_rules) >= settings.ROSTER_GRANT_RULE_CACHE_SIZE:
+            _compiled_rules.clear()
+        _compiled_rules[key] = rule
+    return rule
+
+
+def grant_rules_for_worker(worker_id: int) -> list[engine.GrantRule]:
+    rows = Grant.objects.filter(Q(worker_id=worker_id) | Q(worker__isnull=True), enabled=True)
+    return [_rule_from_row(row) for row in rows.values_list(*_GRANT_COLUMNS)]
+
+
+# --- answers ---
+
+def _status(decision: engine.Decision) -> int:
+    if decision.verdict != Verdict.DENY:
+        return 200
+    return DENY_STATUS.get(decision.reason, DEFAULT_DENY_STATUS)
+
+
+def _answer(decision: engine.Decision, decision_id: str, *, approval: Approval | None = None,
+            budget: dict | None = None, inject: Sequence[dict] = (), replace: Sequence[dict] = ()) -> dict:
+    allowed = decision.verdict == Verdict.ALLOW
+    grant = decision.grant
+    return {
+        "verdict": str(decision.verdict),
+        "reason": str(decision.reason) if decision.reason else None,
+        "status": _status(decision),
+        "message": decision.message,
+        "decision_id": decision_id,
+        "grant": grant.slug if grant else None,
+        "tunnel": bool(allowed and grant.tunnel),
+        "trace": bool(allowed and grant.trace),
+        "inject": list(inject) if allowed else [],
+        "replace": list(replace) if allowed else [],
+        "approval_id": str(approval.pk) if approval else None,
+        "hold_seconds": _hold_seconds() if approval else 0,
+        "budget": budget,
+    }
+
+
+def _hold_seconds() -> int:
+    return min(settings.ROSTER_APPROVAL_HOLD_SECONDS, settings.ROSTER_APPROVAL_TTL_SECONDS)
+
+
+def _audit_decision(decision: engine.Decision, decision_id: str, *, run: Run | None, method: str, url: str,
+                    extra: dict) -> None:
+    grant = decision.grant
+    data = {"decision_id": decision_id, "method": method, "url": url, "grant": grant.slug if grant else None,
+            "message": decision.message, "tripwire": decision.tripwire, **extra}
+    if run is not None:
+        data["taint"] = DataClass(run.taint).label
+        data["untrusted"] = run.untrusted
+    reason = str(decision.reason) if decision.reason else ""
+    audit_append("decision", data, run=run, worker=run.worker if run else None,
+                 verdict=str(decision.verdict), reason=reason)
+
+
+def _audit_tripwire(decision_id: str, run: Run, url: str, grant_slug: str | None,
+                    sentinel_ids: frozenset[int]) -> None:
+    names = sorted(Secret.objects.filter(pk__in=sentinel_ids).values_list("name", flat=True))
+    audit_append("tripwire", {"decision_id": decision_id, "url": url, "grant": grant_slug,
+                              "sentinels_of": names}, run=run, verdict="deny", reason=DenyReason.NO_GRANT)
+
+
+# --- allow: budget, outcome record, credentials ---
+
+def _credentials(run: Run, grant: engine.GrantRule, decision_id: str, host: str,
+                 sentinel_ids: frozenset[int]) -> tuple[list[dict], list[dict]]:
+    """Secret values for the matched grant's secret only; none for tunnels (nothing is intercepted)."""
+    if grant.secret_id is None or grant.tunnel:
+        return [], []
+    secret = Secret.objects.get(pk=grant.secret_id)
+    value = secret_reveal(secret)
+    inject = []
+    if grant.inject_header:
+        template = grant.inject_format or SECRET_PLACEHOLDER
+        # str.replace, not str.format: a grant's format string must not reach attributes of anything.
+        inject.append({"header": grant.inject_header.lower(),
+                       "value": template.replace(SECRET_PLACEHOLDER, value)})
+    replace = [{"sentinel": secret.sentinel, "value": value}] if grant.secret_id in sentinel_ids else []
+    if inject or replace:
+        audit_append("credential_use", {"decision_id": decision_id, "secret": secret.name,
+                                        "grant": grant.slug, "host": host, "inject": bool(inject),
+                                        "replace": bool(replace)}, run=run)
+    return inject, replace
+
+
+def _allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str, url: str, host: str,
+           sentinel_ids: frozenset[int]) -> tuple[engine.Decision, dict | None, list[dict], list[dict]]:
+    grant = decision.grant
+    reserved = reserve(worker=run.worker, run=run, grant_slug=grant.slug, decision_id=decision_id,
+                       cost_micro=int(grant.cost_per_call), origin=run.origin)
+    if isinstance(reserved, OverBudget):
+        return engine.deny(DenyReason.OVER_BUDGET, reserved.message), reserved.as_dict(), [], []
+    RunDecision.objects.create(decision_id=decision_id, run=run, grant_slug=grant.slug,
+                               result_class=int(grant.result_class), untrusted=bool(grant.untrusted),
+                               trace=bool(grant.trace), method=method, url=url)
+    inject, replace = _credentials(run, grant, decision_id, host, sentinel_ids)
+    return decision, None, inject, replace
+
+
+# --- /decide ---
+
+def _facts(req: EgressRequest, sentinel_ids: frozenset[int]) -> engine.RequestFacts:
+    return engine.RequestFacts(
+        method=req.method, scheme=req.scheme, host=req.host, port=req.port, path=req.path,
+        mcp=tuple(engine.McpCall(method=m, tool=t) for m, t in req.mcp), sentinel_secret_ids=sentinel_ids,
+    )
+
+
+def _run_state(run: Run) -> engine.RunState:
+    return engine.RunState(run_id=run.pk, worker_id=run.worker_id, taint=DataClass(run.taint),
+                           untrusted=run.untrusted)
+
+
+def decide(req: EgressRequest) -> dict:
+    decision_id = new_decision_id()
+    try:
+        return _decide(req, decision_id)
+    except Exception as exc:  # noqa: BLE001 - any failure on the trusted side is a deny
+        # The exception type only: messages and tracebacks can carry request data.
+        log.error("decision %s failed: %s", decision_id, type(exc).__name__)
+        return policy_error_answer(decision_id, req.method, req.url)
+
+
+def policy_error_answer(decision_id: str, method: str, url: str) -> dict:
+    decision = engine.deny(DenyReason.POLICY_ERROR, "the control plane could not decide this request")
+    try:
+        with transaction.atomic():
+            _audit_decision(decision, decision_id, run=None, method=method, url=url, extra={})
+    except Exception as exc:  # noqa: BLE001 - still a deny, even when the audit cannot be written
+        log.error("could not audit policy error %s: %s", decision_id, type(exc).__name__)
+    return _answer(decision, decision_id)
+
+
+def _decide(req: EgressRequest, decision_id: str) -> dict:
+    run = run_resolve_token(req.token)
+    if run is None:
+        decision = engine.deny(DenyReason.BAD_TOKEN, "missing or unknown run token, or the run has ended")
+        with transaction.atomic():
+            _audit_decision(decision, decision_id, run=None, method=req.method, url=req.url,
+                            extra={"token_present": bool(req.token)})
+        return _answer(decision, decision_id)
+    rules = grant_rules_for_worker(run.worker_id)
+    sentinel_ids = frozenset(sentinel_secret_ids([value for _, value in req.headers] + [req.path]))
+    now = timezone.now()
+    facts = _facts(req, sentinel_ids)
+    decision = engine.require_authentic(engine.evaluate(_run_state(run), facts, rules, now))
+    with transaction.atomic():
+        return _commit_decision(run, req, decision, decision_id, sentinel_ids, now)
+
+
+def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, decision_id: str,
+                     sentinel_ids: frozenset[int], now: datetime) -> dict:
+    approval = granted = budget = None
+    inject: list[dict] = []
+    replace: list[dict] = []
+    if decision.verdict == Verdict.ASK:
+        granted = approval_consume_grace(run.pk, request_digest(req.method, req.url, req.body_sha256), now)
+        if granted is not None:
+            decision = engine.allow_approved(
+                decision.grant, f"approved before ({granted.pk}); this identical request passes once"
+            )
+        else:
+            approval = approval_open(run=run, grant_id=decision.grant.id, grant_slug=decision.grant.slug,
+                                     snapshot=_snapshot(req, sentinel_ids), now=now)
+    if decision.verdict == Verdict.ALLOW:
+        decision, budget, inject, replace = _allow(run, decision, decision_id, method=req.method, url=req.url,
+                                                   host=req.host, sentinel_ids=sentinel_ids)
+    _audit_decision(decision, decision_id, run=run, method=req.method, url=req.url, extra={
+        "body_sha256": req.body_sha256, "body_size": req.body_size, "mcp": [list(m) for m in req.mcp],
+        "approval": str((approval or granted).pk) if (approval or granted) else None, "budget": budget,
+    })
+    if decision.tripwire:
+        slug = decision.grant.slug if decision.grant else None
+        _audit_tripwire(decision_id, run, req.url, slug, sentinel_ids)
+    return _answer(decision, decision_id, approval=approval, budget=budget, inject=inject, replace=replace)
+
+
+def _snapshot(req: EgressRequest, sentinel_ids: frozenset[int]) -> dict:
+    sentinels = frozenset(Secret.objects.filter(pk__in=sentinel_ids).values_list("sentinel", flat=True))
+    snapshot = request_snapshot(method=req.method, url=req.url, headers=list(req.headers),
+                                body_preview=req.body_preview, body_sha256=req.body_sha256,
+                                body_size=req.body_size, sentinels=sentinels)
+    # What the approved request is re-judged on when the gateway collects the approval.
+    snapshot["facts"] = {"scheme": req.scheme, "host": req.host, "port": req.port, "path": req.path,
+                         "mcp": [list(m) for m in req.mcp], "sentinel_secret_ids": sorted(sentinel_ids)}
+    return snapshot
+
+
+# --- /approvals/{id}/wait: the approval has left "pending"; turn it into the final decision ---
+
+WAIT_STATUS = {Approval.Status.APPROVED: "approved", Approval.Status.REFUSED: "refused",
+               Approval.Status.EXPIRED: "expired", Approval.Status.USED: "expired"}
+
+
+def approval_conclude(approval_id) -> dict:
+    decision_id = new_decision_id()
+    try:
+        with transaction.atomic():
+            return _approval_conclude(approval_id, decision_id)
+    except Exception as exc:  # noqa: BLE001 - any failure on the trusted side is a deny
+        log.error("concluding approval %s failed: %s", approval_id, type(exc).__name__)
+        return {"status": "expired", "decision": policy_error_answer(decision_id, "", "")}
+
+
+def _approval_conclude(approval_id, decision_id: str) -> dict:
+    approval = Approval.objects.select_related("run__worker", "decided_by").get(pk=approval_id)
+    run, req = approval.run, approval.request
+    status = WAIT_STATUS[approval.status]
+    facts = req.get("facts", {})
+    sentinel_ids = frozenset(facts.get("sentinel_secret_ids", ()))
+    inject: list[dict] = []
+    replace: list[dict] = []
+    budget = None
+    who = approval.decided_by.get_username() if approval.decided_by else "nobody"
+    if approval.status == Approval.Status.REFUSED:
+        decision = engine.deny(DenyReason.APPROVAL_REFUSED, f"refused by {who} via {approval.channel}")
+    elif approval.status != Approval.Status.APPROVED:
+        decision = engine.deny(DenyReason.APPROVAL_EXPIRED, "the approval expired or was already used")
+    elif not run.is_live or not run.worker.active:
+        decision = engine.deny(DenyReason.BAD_TOKEN, "the run has ended")
+    elif not approval_consume(approval.pk, run.pk):
+        status = "expired"
+        decision = engine.deny(DenyReason.APPROVAL_EXPIRED,
+                               "the approval was already used by another request")
+    else:
+        decision = _rejudge(approval, run, facts, sentinel_ids, who)
+        if decision.verdict == Verdict.ALLOW:
+            decision, budget, inject, replace = _allow(run, decision, decision_id, method=req["method"],
+                                                       url=req["url"], host=facts["host"],
+                                                       sentinel_ids=sentinel_ids)
+    _audit_decision(decision, decision_id, run=run, method=req.get("method", ""), url=req.get("url", ""),
+                    extra={"approval": str(approval.pk), "approved_by": who if status == "approved" else None,
+                           "budget": budget})
+    return {"status": status,
+            "decision": _answer(decision, decision_id, budget=budget, inject=inject, replace=replace)}
+
+
+def _rejudge(approval: Approval, run: Run, facts: dict, sentinel_ids: frozenset[int], who: str):
+    """Evaluate the approved request again against today's grants and taint: a grant removed, disabled,
+    expired or outranked by a deny since the approval still denies. An ask for the approved grant is
+    the approval's allow."""
+    request_facts = engine.RequestFacts(
+        method=approval.request["method"], scheme=facts["scheme"], host=facts["host"], port=facts["port"],
+        path=facts["path"], mcp=tuple(engine.McpCall(method=m, tool=t) for m, t in facts.get("mcp", ())),
+        sentinel_secret_ids=sentinel_ids,
+    )
+    decision = engine.require_authentic(engine.evaluate(
+        _run_state(run), request_facts, grant_rules_for_worker(run.worker_id), timezone.now()))
+    if decision.verdict == Verdict.ASK:
+        if decision.grant.slug != approval.grant_slug:
+            return engine.deny(DenyReason.NO_GRANT, "the grant this approval was for no longer matches")
+        return engine.allow_approved(decision.grant, f"approved by {who} via {approval.channel}")
+    return decision
+
+
+# --- /outcome and /trace ---
+
+class OutcomeUnknown(Exception):
+    """No allowed decision with this id (404)."""
+
+
+class OutcomeConflict(Exception):
+    """The decision's outcome (or trace) was already reported (409)."""
+
+
+def outcome_report(decision_id: str, status: int, request_bytes: int, response_bytes: int,
+                   error: str = "") -> None:
+    """Settle the reservation with the real bytes and raise the run's taint / untrusted flag from the
+    grant as it was when it allowed the request. Always raised, even on upstream errors: when in doubt,
+    assume data came back."""
+    with transaction.atomic():
+        record = RunDecision.objects.select_for_update().filter(decision_id=decision_id).first()
+        if record is None:
+            raise OutcomeUnknown(decision_id)
+        if record.outcome_at is not None:
+            raise OutcomeConflict(decision_id)
+        try:
+            settle(decision_id, request_bytes, response_bytes)
+        except UnknownDecision as exc:
+            raise OutcomeUnknown(decision_id) from exc
+        except AlreadySettled as exc:
+            raise OutcomeConflict(decision_id) from exc
+        record.outcome_at = timezone.now()
+        record.outcome_status = status
+        record.save(update_fields=["outcome_at", "outcome_status"])
+        run_raise_taint(record.run_id, record.result_class, record.untrusted)
+
+
+def trace_store(decision_id: str, body: bytes) -> str:
+    """Store a model input byte-exactly before the gateway forwards it. Returns its SHA-256."""
+    if len(body) > settings.ROSTER_TRACE_MAX_BYTES:
+        raise ValueError("trace body larger than ROSTER_TRACE_MAX_BYTES")
+    digest = hashlib.sha256(body).hexdigest()
+    with transaction.atomic():
+        record = RunDecision.objects.select_for_update().select_related("run__worker").filter(
+            decision_id=decision_id).first()
+        if record is None:
+            raise OutcomeUnknown(decision_id)
+        if record.traced:
+            raise OutcomeConflict(decision_id)
+        ModelTrace.objects.create(run_id_ref=record.run_id, grant_slug=record.grant_slug,
+                                  decision_id=decision_id, method=record.method, url=record.url,
+                                  sha256=digest, size=len(body), body=body)
+        record.traced = True
+        record.save(update_fields=["traced"])
+        audit_append("trace", {"decision_id": decision_id, "grant": record.grant_slug, "url": record.url,
+                               "sha256": digest, "size": len(body)}, run=record.run)
+    return digest

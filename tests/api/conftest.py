@@ -1,0 +1,1 @@
+from tests.api.fixtures import *  # noqa: F403 - shared fixtures
