@@ -1,2 +1,7 @@
-# The approval queue's websocket route is added by the web work (issue 6).
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from controlplane.approvals.consumers import ApprovalQueueConsumer
+
+websocket_urlpatterns = [
+    path("ws/approvals/", ApprovalQueueConsumer.as_asgi()),
+]

@@ -1,0 +1,67 @@
+"""The approval queue pages. Views stay thin: reads from controlplane.web.selectors, the decision from
+controlplane.approvals.services.approval_decide (which checks the permission again and audits)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from controlplane.approvals import services
+from controlplane.approvals.models import Approval
+from controlplane.web.security import hardened
+from controlplane.web.selectors import pending_approval_cards, recent_decided_cards
+
+VIEW_PERM = "approvals.view_approval"
+DECIDE_PERM = "approvals.decide_approval"
+
+
+def _queue_context(request: HttpRequest) -> dict:
+    return {
+        "cards": pending_approval_cards(),
+        "recent": recent_decided_cards(settings.ROSTER_WEB_RECENT_DECISIONS),
+        "can_decide": request.user.has_perm(DECIDE_PERM),
+    }
+
+
+@require_GET
+@hardened
+@login_required
+@permission_required(VIEW_PERM, raise_exception=True)
+def approval_queue(request: HttpRequest) -> HttpResponse:
+    return render(request, "approvals/queue.html", _queue_context(request))
+
+
+@require_GET
+@hardened
+@login_required
+@permission_required(VIEW_PERM, raise_exception=True)
+def approval_queue_fragment(request: HttpRequest) -> HttpResponse:
+    """The queue's list alone, fetched by the page when the websocket says something changed."""
+    return render(request, "approvals/_queue_list.html", _queue_context(request))
+
+
+@require_POST
+@hardened
+@login_required
+def approval_decide_view(request: HttpRequest, approval_id) -> HttpResponse:
+    # Checked here for a clear 403 before touching anything; approval_decide checks again.
+    if not request.user.has_perm(DECIDE_PERM):
+        raise PermissionDenied("you are not an approver")
+    action = request.POST.get("action", "")
+    if action not in ("approve", "deny"):
+        return HttpResponse("action must be approve or deny", status=400, content_type="text/plain")
+    if not Approval.objects.filter(pk=approval_id).exists():
+        raise Http404("no such approval")
+    try:
+        approval = services.approval_decide(approval_id, request.user, approve=action == "approve",
+                                            channel="web")
+    except services.ApprovalClosed:
+        messages.warning(request, "That request was already decided or has expired; nothing changed.")
+        return redirect("web:approvals")
+    messages.success(request, f"Request {approval.pk} from run {approval.run_id}: {approval.status}.")
+    return redirect("web:approvals")

@@ -1,0 +1,46 @@
+"""The auditor's filter form (time, worker, run, kind, verdict), shared by the browse page and the CSV
+export so the download is exactly the filtered view."""
+
+from __future__ import annotations
+
+from django import forms
+from django.db.models import QuerySet
+
+from controlplane.audit.export import filtered_records
+from controlplane.audit.models import AuditRecord
+
+KINDS = ["decision", "tripwire", "approval", "spend", "credential_use", "grant_change", "run_state",
+         "trace", "secret_change"]
+VERDICTS = ["allow", "deny", "ask", "approved", "refused", "expired"]
+
+
+def _choices(values: list[str]) -> list[tuple[str, str]]:
+    return [("", "any")] + [(v, v) for v in values]
+
+
+class AuditFilterForm(forms.Form):
+    since = forms.DateTimeField(required=False, label="From (UTC)",
+                                widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    until = forms.DateTimeField(required=False, label="Until (UTC)",
+                                widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    worker = forms.CharField(required=False, max_length=64, label="Worker")
+    run = forms.IntegerField(required=False, min_value=1, label="Run id")
+    kind = forms.ChoiceField(required=False, label="Kind")
+    verdict = forms.ChoiceField(required=False, label="Verdict")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        known_kinds = set(AuditRecord.objects.values_list("kind", flat=True).distinct())
+        known_verdicts = set(
+            AuditRecord.objects.exclude(verdict="").values_list("verdict", flat=True).distinct())
+        self.fields["kind"].choices = _choices(sorted(set(KINDS) | known_kinds))
+        self.fields["verdict"].choices = _choices(sorted(set(VERDICTS) | known_verdicts))
+
+    def filtered(self) -> QuerySet[AuditRecord]:
+        """Records matching the filters, in chain order. Bad input matches nothing (never widens)."""
+        if not self.is_valid():
+            return AuditRecord.objects.none()
+        f = self.cleaned_data
+        return filtered_records(since=f.get("since"), until=f.get("until"),
+                                worker=(f.get("worker") or "").strip() or None, run=f.get("run"),
+                                kind=f.get("kind") or None, verdict=f.get("verdict") or None)

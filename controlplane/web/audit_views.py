@@ -1,0 +1,71 @@
+"""Auditor pages: browse the audit chain with filters, verify it, export the filtered view as CSV.
+Auditors read and export; the only thing they can start is a verification, which changes no record."""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from controlplane.web.audit_filters import AuditFilterForm
+from controlplane.web.models import ChainCheck
+from controlplane.web.security import hardened
+
+VIEW_PERM = "audit.view_auditrecord"
+EXPORT_PERM = "audit.export_auditrecord"
+
+
+@require_GET
+@hardened
+@login_required
+@permission_required(VIEW_PERM, raise_exception=True)
+def audit_list(request: HttpRequest) -> HttpResponse:
+    form = AuditFilterForm(request.GET)
+    records = form.filtered()
+    page = Paginator(records, settings.ROSTER_WEB_AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "web/audit_list.html", {
+        "form": form, "page": page, "query": query.urlencode(),
+        "last_check": ChainCheck.objects.select_related("run_by").first(),
+        "can_export": request.user.has_perm(EXPORT_PERM),
+    })
+
+
+@require_GET
+@login_required
+@permission_required(EXPORT_PERM, raise_exception=True)
+def audit_export_csv(request: HttpRequest) -> HttpResponse:
+    from controlplane.audit.export import csv_rows
+
+    form = AuditFilterForm(request.GET)
+    if not form.is_valid():
+        return HttpResponse("bad filter: " + form.errors.as_text(), status=400, content_type="text/plain")
+    stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+    response = StreamingHttpResponse(csv_rows(form.filtered()), content_type="text/csv; charset=utf-8")
+    response.headers["Content-Disposition"] = f'attachment; filename="audit-{stamp}.csv"'
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@require_POST
+@login_required
+@permission_required(VIEW_PERM, raise_exception=True)
+def audit_verify(request: HttpRequest) -> HttpResponse:
+    from controlplane.audit.verify import verify_database
+
+    started = time.monotonic()
+    try:
+        result = verify_database()
+        ok, checked, message = bool(result.ok), int(result.checked), str(result.message)
+    except Exception as exc:  # noqa: BLE001 - a verifier crash is shown as "not verified", never as ok
+        ok, checked, message = False, 0, f"verifier failed: {type(exc).__name__}"
+    ChainCheck.objects.create(run_by=request.user, ok=ok, records_checked=checked, message=message,
+                              seconds=time.monotonic() - started)
+    return redirect("web:audit")

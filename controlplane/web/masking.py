@@ -1,0 +1,52 @@
+"""What an approver may see of a held request. The snapshot is already masked by the decision service;
+this masks again on display (defence in depth): credential-like headers, and any vault sentinel anywhere
+in the headers, URL or body preview. The box is hostile, so everything here is shown as inert data."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from controlplane.vault.models import Secret
+
+MASK = "••••••"
+# Header names whose value is a credential whatever it looks like.
+_SENSITIVE_NAME = re.compile(
+    r"(authorization|cookie|token|secret|password|passwd|api[-_]?key|apikey|session|credential|signature|"
+    r"x-amz-security|private)", re.IGNORECASE,
+)
+
+
+def known_sentinels() -> dict[str, str]:
+    """sentinel value -> secret name (the name helps the approver; the sentinel itself is hidden)."""
+    return dict(Secret.objects.values_list("sentinel", "name"))
+
+
+def mask_text(text: str, sentinels: Mapping[str, str]) -> str:
+    for sentinel, name in sentinels.items():
+        if sentinel and sentinel in text:
+            text = text.replace(sentinel, f"[sentinel of {name}]")
+    return text
+
+
+def _pairs(headers) -> Iterable[tuple[str, str]]:
+    if isinstance(headers, Mapping):
+        return [(str(k), str(v)) for k, v in headers.items()]
+    pairs = []
+    for item in headers or []:
+        if isinstance(item, (list, tuple)) and len(item) == 2:
+            pairs.append((str(item[0]), str(item[1])))
+    return pairs
+
+
+def mask_headers(headers, sentinels: Mapping[str, str]) -> list[tuple[str, str]]:
+    out = []
+    for name, value in _pairs(headers):
+        if _SENSITIVE_NAME.search(name):
+            hint = mask_text(value, sentinels)
+            # Keep only the sentinel's name if one was there; never any part of the value.
+            named = re.findall(r"\[sentinel of [^\]]+\]", hint)
+            out.append((name, f"{MASK} {' '.join(named)}".strip()))
+        else:
+            out.append((name, mask_text(value, sentinels)))
+    return out

@@ -1,0 +1,200 @@
+"""Reads for the web pages. Nothing here changes state."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Count, Q, QuerySet, Sum
+from django.utils import timezone
+
+from controlplane.approvals.models import Approval
+from controlplane.audit.models import AuditRecord
+from controlplane.core.taint import DataClass
+from controlplane.fleet.models import Run, Worker
+from controlplane.ledger.models import SpendLine
+from controlplane.web.masking import known_sentinels, mask_headers, mask_text
+
+
+@dataclass(frozen=True)
+class ApprovalCard:
+    """One held request as an approver sees it (already masked)."""
+
+    id: str
+    status: str
+    worker: str
+    run_id: int
+    method: str
+    url: str
+    headers: list[tuple[str, str]]
+    body_preview: str
+    body_size: int | None
+    body_sha256: str
+    grant_slug: str
+    taint: str
+    untrusted: bool
+    created_at: datetime
+    expires_at: datetime
+    seconds_left: int
+    decided_by: str = ""
+    channel: str = ""
+
+
+def _card(approval: Approval, sentinels: dict[str, str], now: datetime) -> ApprovalCard:
+    req = approval.request if isinstance(approval.request, dict) else {}
+    run = approval.run
+    return ApprovalCard(
+        id=str(approval.id),
+        status=approval.status,
+        worker=run.worker.name,
+        run_id=run.pk,
+        method=str(req.get("method", "")),
+        url=mask_text(str(req.get("url", "")), sentinels),
+        headers=mask_headers(req.get("headers") or [], sentinels),
+        body_preview=mask_text(str(req.get("body_preview", "")), sentinels),
+        body_size=req.get("body_size"),
+        body_sha256=str(req.get("body_sha256", "")),
+        grant_slug=approval.grant_slug,
+        taint=DataClass(run.taint).label,
+        untrusted=run.untrusted,
+        created_at=approval.created_at,
+        expires_at=approval.expires_at,
+        seconds_left=max(0, int((approval.expires_at - now).total_seconds())),
+        decided_by=approval.decided_by.get_username() if approval.decided_by_id else "",
+        channel=approval.channel,
+    )
+
+
+def pending_approval_cards(now: datetime | None = None) -> list[ApprovalCard]:
+    """Pending and not yet past their expiry (the sweeper may lag; an expired one is not decidable)."""
+    now = now or timezone.now()
+    sentinels = known_sentinels()
+    qs = (Approval.objects.filter(status=Approval.Status.PENDING, expires_at__gt=now)
+          .select_related("run__worker", "decided_by").order_by("created_at"))
+    return [_card(a, sentinels, now) for a in qs]
+
+
+def recent_decided_cards(limit: int, now: datetime | None = None) -> list[ApprovalCard]:
+    now = now or timezone.now()
+    sentinels = known_sentinels()
+    qs = (Approval.objects.exclude(status=Approval.Status.PENDING)
+          .select_related("run__worker", "decided_by").order_by("-decided_at", "-created_at")[:limit])
+    return [_card(a, sentinels, now) for a in qs]
+
+
+def approval_cards_for_run(run: Run) -> list[ApprovalCard]:
+    now = timezone.now()
+    sentinels = known_sentinels()
+    qs = run.approvals.select_related("run__worker", "decided_by").order_by("created_at")
+    return [_card(a, sentinels, now) for a in qs]
+
+
+# --- overview ---
+
+def workers_with_live_runs() -> QuerySet[Worker]:
+    return Worker.objects.annotate(
+        live_runs=Count("runs", filter=Q(runs__status__in=Run.LIVE_STATUSES)),
+        total_runs=Count("runs"),
+    ).order_by("name")
+
+
+def live_runs() -> QuerySet[Run]:
+    return Run.objects.filter(status__in=Run.LIVE_STATUSES).select_related("worker").order_by("-id")
+
+
+def pending_approval_count(now: datetime | None = None) -> int:
+    now = now or timezone.now()
+    return Approval.objects.filter(status=Approval.Status.PENDING, expires_at__gt=now).count()
+
+
+# --- run timeline ---
+
+@dataclass
+class TimelineEntry:
+    at: datetime
+    kind: str
+    verdict: str = ""
+    reason: str = ""
+    summary: str = ""
+    grant: str = ""
+    who: str = ""
+    cost: dict[str, int] = field(default_factory=dict)
+    seq: int | None = None
+    data: dict = field(default_factory=dict)
+
+
+def _record_data(record: AuditRecord) -> dict:
+    try:
+        body = json.loads(record.body)
+    except ValueError:
+        return {}
+    data = body.get("data", body) if isinstance(body, dict) else {}
+    return data if isinstance(data, dict) else {}
+
+
+def _summary(kind: str, data: dict, sentinels: dict[str, str]) -> str:
+    method, url = data.get("method", ""), data.get("url", "")
+    if not url and data.get("host"):
+        url = f"{data.get('scheme', '')}://{data.get('host')}:{data.get('port', '')}{data.get('path', '')}"
+    if kind == "run_state":
+        return f"{data.get('from', '')} → {data.get('to', '')} {data.get('reason', '')}".strip()
+    if kind == "spend":
+        return f"{data.get('op', '')} for {data.get('decision_id', '')}".strip()
+    if kind == "approval":
+        return mask_text(f"{data.get('event', '')} {method} {url}".strip(), sentinels)
+    if url:
+        return mask_text(f"{method} {url}".strip(), sentinels)
+    return mask_text(str(data.get("message", "")), sentinels)
+
+
+def _spend_cost(data: dict) -> dict[str, int]:
+    return {unit: int(data[unit]) for unit in ("requests", "micro", "bytes")
+            if isinstance(data.get(unit), int) and data[unit]}
+
+
+def cost_by_decision(run: Run) -> dict[str, dict[str, int]]:
+    """decision_id -> {unit: net amount} from the run's spend lines (reserve, settle, release)."""
+    out: dict[str, dict[str, int]] = {}
+    for decision_id, unit, total in (SpendLine.objects.filter(run=run).values_list("decision_id", "unit")
+                                     .annotate(total=Sum("amount")).order_by()):
+        out.setdefault(decision_id, {})[unit] = int(total or 0)
+    return out
+
+
+def run_totals(run: Run) -> dict[str, int]:
+    rows = SpendLine.objects.filter(run=run).values_list("unit").annotate(total=Sum("amount")).order_by()
+    return {unit: int(total or 0) for unit, total in rows}
+
+
+def run_timeline(run: Run) -> list[TimelineEntry]:
+    """Every audit record of the run in chain order: a decision carries the net cost of its request,
+    a spend record its own amounts. Spend lines that no audit record names are listed on their own so
+    nothing spent is missing."""
+    sentinels = known_sentinels()
+    costs = cost_by_decision(run)
+    entries: list[TimelineEntry] = []
+    named: set[str] = set()
+    for rec in AuditRecord.objects.filter(run_id_ref=run.pk).order_by("seq"):
+        data = _record_data(rec)
+        decision_id = str(data.get("decision_id", ""))
+        if decision_id:
+            named.add(decision_id)
+        if rec.kind == "spend":
+            cost = _spend_cost(data)
+        else:
+            cost = costs.get(decision_id, {}) if rec.kind == "decision" else {}
+        entries.append(TimelineEntry(
+            at=rec.created_at, kind=rec.kind, verdict=rec.verdict, reason=rec.reason,
+            summary=_summary(rec.kind, data, sentinels), grant=str(data.get("grant", "") or ""),
+            who=str(data.get("by", "") or ""), cost=cost, seq=rec.seq,
+        ))
+    for line in SpendLine.objects.filter(run=run).order_by("created_at", "id"):
+        if line.decision_id in named:
+            continue
+        entries.append(TimelineEntry(
+            at=line.created_at, kind=f"spend {line.kind}", grant=line.grant_slug,
+            summary=line.decision_id, cost={line.unit: line.amount},
+        ))
+    entries.sort(key=lambda e: (e.at, e.seq if e.seq is not None else 1 << 62))
+    return entries

@@ -1,0 +1,29 @@
+// Live approval queue: the websocket only says "something changed"; we then fetch the server-rendered
+// list (escaped by Django) and swap it in. A countdown shows the time left on each held request.
+(function () {
+  const queue = document.getElementById("queue");
+  const state = document.getElementById("live-state");
+  if (!queue) return;
+  function setState(name, text) { state.dataset.state = name; state.textContent = "Live updates: " + text; }
+  async function refresh() {
+    const resp = await fetch(queue.dataset.listUrl, {credentials: "same-origin", cache: "no-store"});
+    if (resp.ok) { queue.innerHTML = await resp.text(); tick(); }
+  }
+  function connect() {
+    const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + queue.dataset.wsPath);
+    ws.onopen = function () { setState("open", "on"); refresh(); };
+    ws.onmessage = refresh;
+    ws.onclose = function () { setState("closed", "reconnecting…"); setTimeout(connect, 2000); };
+  }
+  function tick() {
+    const now = Date.now() / 1000;
+    for (const el of queue.querySelectorAll("time[data-expires]")) {
+      const left = Math.max(0, Math.round(Number(el.dataset.expires) - now));
+      el.textContent = left > 0 ? Math.floor(left / 60) + " min " + (left % 60) + " s" : "expired";
+      if (left === 0) el.closest("article").querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+    }
+  }
+  setInterval(tick, 1000);
+  tick();
+  connect();
+})();

@@ -1,0 +1,18 @@
+from django.urls import path
+
+from controlplane.approvals import views as approval_views
+from controlplane.web import audit_views, views
+
+app_name = "web"
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("runs/<int:run_id>/", views.run_timeline, name="run"),
+    path("approvals/", approval_views.approval_queue, name="approvals"),
+    path("approvals/list/", approval_views.approval_queue_fragment, name="approvals-list"),
+    path("approvals/<uuid:approval_id>/decide/", approval_views.approval_decide_view, name="approval-decide"),
+    path("audit/", audit_views.audit_list, name="audit"),
+    path("audit/export.csv", audit_views.audit_export_csv, name="audit-export"),
+    path("audit/verify/", audit_views.audit_verify, name="audit-verify"),
+    path("assets/<str:name>", views.asset, name="asset"),
+]

@@ -1,0 +1,72 @@
+"""Overview and run timeline pages, plus the one stylesheet and script. Views stay thin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.cache import cache_control
+from django.views.decorators.http import require_GET
+
+from controlplane.core.taint import DataClass
+from controlplane.fleet.models import Run
+from controlplane.web import selectors
+from controlplane.web.security import hardened
+
+STATIC_DIR = Path(__file__).resolve().parent / "static" / "web"
+# Only these files are served; daphne has no static handler and we need just two small files.
+ASSETS = {"roster.css": "text/css", "queue.js": "text/javascript"}
+
+
+def _cap_statuses() -> list:
+    from controlplane.ledger.selectors import cap_statuses
+
+    rows = []
+    for cap in cap_statuses():
+        limit = int(cap.limit)
+        spent = int(cap.spent)
+        pct = 100 if limit <= 0 else min(100, spent * 100 // limit)
+        rows.append({"scope": cap.scope, "unit": getattr(cap.unit, "value", cap.unit),
+                     "window": getattr(cap.window, "value", cap.window), "limit": limit, "spent": spent,
+                     "percent": pct, "over": spent >= limit, "high": limit * 8 // 10})
+    return rows
+
+
+@require_GET
+@hardened
+@login_required
+@permission_required("fleet.view_worker", raise_exception=True)
+def overview(request: HttpRequest) -> HttpResponse:
+    return render(request, "web/overview.html", {
+        "workers": selectors.workers_with_live_runs(),
+        "live_runs": selectors.live_runs(),
+        "pending_count": selectors.pending_approval_count(),
+        "caps": _cap_statuses(),
+    })
+
+
+@require_GET
+@hardened
+@login_required
+@permission_required("fleet.view_run", raise_exception=True)
+def run_timeline(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("worker", "filed_by"), pk=run_id)
+    return render(request, "web/run_timeline.html", {
+        "run": run,
+        "taint": DataClass(run.taint).label,
+        "entries": selectors.run_timeline(run),
+        "approvals": selectors.approval_cards_for_run(run),
+        "totals": selectors.run_totals(run),
+    })
+
+
+@require_GET
+@cache_control(max_age=300)
+def asset(request: HttpRequest, name: str) -> HttpResponse:
+    if name not in ASSETS:
+        raise Http404("no such file")
+    response = FileResponse(open(STATIC_DIR / name, "rb"), content_type=ASSETS[name])  # noqa: SIM115
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response

@@ -1,0 +1,144 @@
+"""Auditor pages: filters, pagination, streamed CSV that matches the database, verification."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from controlplane.audit.models import AuditRecord
+from controlplane.audit.services import audit_append
+from controlplane.web.models import ChainCheck
+from tests.web.conftest import PASSWORD
+
+AUDIT = reverse("web:audit")
+EXPORT = reverse("web:audit-export")
+VERIFY = reverse("web:audit-verify")
+
+
+def _login(user, csrf: bool = False) -> Client:
+    client = Client(enforce_csrf_checks=csrf)
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+@pytest.fixture
+def records(run, worker):
+    audit_append("decision", {"method": "GET", "url": "https://a.example/"}, run=run, verdict="allow")
+    audit_append("decision", {"method": "GET", "url": "https://b.example/"}, run=run, verdict="deny",
+                 reason="no_grant")
+    audit_append("tripwire", {"message": "=cmd|' /C calc'!A0"}, run=run, verdict="deny", reason="no_grant")
+    audit_append("grant_change", {"grant": "x"}, worker="other-worker")
+    audit_append("secret_change", {"secret": "openai"})
+    return list(AuditRecord.objects.order_by("seq"))
+
+
+def _seqs(html: str) -> list[int]:
+    import re
+
+    return [int(s) for s in re.findall(r'data-seq="(\d+)"', html)]
+
+
+def test_auditor_browses_all_records(auditor, records):
+    html = _login(auditor).get(AUDIT).content.decode()
+    assert _seqs(html) == [r.seq for r in records]
+    assert f"{len(records)} records match" in html
+
+
+@pytest.mark.parametrize("query, expected", [
+    ({"kind": "decision"}, lambda rs: [r for r in rs if r.kind == "decision"]),
+    ({"verdict": "deny"}, lambda rs: [r for r in rs if r.verdict == "deny"]),
+    ({"worker": "other-worker"}, lambda rs: [r for r in rs if r.worker_name == "other-worker"]),
+    ({"kind": "decision", "verdict": "allow"},
+     lambda rs: [r for r in rs if r.verdict == "allow" and r.kind == "decision"]),
+])
+def test_filters(auditor, records, query, expected):
+    html = _login(auditor).get(AUDIT, query).content.decode()
+    assert _seqs(html) == [r.seq for r in expected(records)]
+
+
+def test_filter_by_run_and_time(auditor, records, run):
+    client = _login(auditor)
+    run_seqs = [r.seq for r in records if r.run_id_ref == run.pk]
+    assert len(run_seqs) >= 3
+    assert _seqs(client.get(AUDIT, {"run": run.pk}).content.decode()) == run_seqs
+    future = (timezone.now() + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
+    past = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
+    assert _seqs(client.get(AUDIT, {"since": future}).content.decode()) == []
+    window = client.get(AUDIT, {"since": past, "until": future}).content.decode()
+    assert _seqs(window) == [r.seq for r in records]
+
+
+def test_bad_filter_shows_an_error_and_matches_nothing(auditor, records):
+    response = _login(auditor).get(AUDIT, {"run": "abc"})
+    html = response.content.decode()
+    assert response.status_code == 200 and _seqs(html) == [] and 'role="alert"' in html
+
+
+def test_pagination(auditor, records, settings):
+    settings.ROSTER_WEB_AUDIT_PAGE_SIZE = 2
+    client = _login(auditor)
+    seqs = [r.seq for r in records]
+    pages = (len(seqs) + 1) // 2
+    first = client.get(AUDIT, {"kind": ""}).content.decode()
+    assert _seqs(first) == seqs[:2] and f"Page 1 of {pages}" in first and "page=2" in first
+    last = client.get(AUDIT, {"page": pages}).content.decode()
+    assert _seqs(last) == seqs[(pages - 1) * 2:]
+
+
+def test_csv_is_streamed_and_matches_the_database(auditor, records):
+    response = _login(auditor).get(EXPORT, {"verdict": "deny"})
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Type"].startswith("text/csv")
+    assert "attachment" in response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    expected = [r for r in records if r.verdict == "deny"]
+    assert [int(r["seq"]) for r in rows] == [r.seq for r in expected]
+    assert [r["hash"] for r in rows] == [r.hash for r in expected]
+    assert [r["kind"] for r in rows] == [r.kind for r in expected]
+    assert "calc" in rows[-1]["data"]
+
+
+def test_csv_bad_filter_is_400(auditor, records):
+    assert _login(auditor).get(EXPORT, {"run": "-1"}).status_code == 400
+
+
+def test_only_exporters_download(approver, records):
+    assert _login(approver).get(EXPORT).status_code == 403
+
+
+def test_approver_cannot_browse_audit(approver, records):
+    assert _login(approver).get(AUDIT).status_code == 403
+
+
+def test_verify_records_who_and_result(auditor, records):
+    client = _login(auditor, csrf=True)
+    client.get(AUDIT)
+    response = client.post(VERIFY, {"csrfmiddlewaretoken": client.cookies["csrftoken"].value})
+    assert response.status_code == 302
+    check = ChainCheck.objects.get()
+    assert check.ok and check.records_checked == len(records) and check.run_by == auditor
+    html = client.get(AUDIT).content.decode()
+    assert "Verified" in html and f"{len(records)} records checked" in html
+
+
+def test_verify_reports_a_broken_chain(auditor, records, monkeypatch):
+    from controlplane.audit import verify
+
+    broken = verify.VerifyResult(False, 2, "record seq 3: hash mismatch", broken_seq=3)
+    monkeypatch.setattr(verify, "verify_database", lambda: broken)
+    _login(auditor).post(VERIFY)
+    html = _login(auditor).get(AUDIT).content.decode()
+    assert "NOT verified" in html and "hash mismatch" in html
+
+
+def test_verify_needs_csrf_and_post(auditor, records):
+    client = _login(auditor, csrf=True)
+    assert client.post(VERIFY).status_code == 403
+    assert client.get(VERIFY).status_code == 405
+    assert not ChainCheck.objects.exists()
