@@ -1,0 +1,135 @@
+"""Which addresses the gateway may dial. Resolve once, vet every answer, dial the vetted IP.
+
+The box must never reach loopback, private, link-local (cloud metadata), CGNAT or the IPv6 forms of any of
+them, including addresses embedded in IPv4-mapped, IPv4-compatible, NAT64 and 6to4 IPv6 addresses."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from dataclasses import dataclass
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+_V4_BLOCKED = tuple(ipaddress.ip_network(n) for n in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",
+    "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+))
+_V6_BLOCKED = tuple(ipaddress.ip_network(n) for n in (
+    "::/128", "::1/128", "100::/64", "64:ff9b:1::/48", "2001::/32", "2001:db8::/32", "fc00::/7",
+    "fe80::/10", "fec0::/10", "ff00::/8",
+))
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_SIXTO4 = ipaddress.ip_network("2002::/16")
+_V4_COMPAT = ipaddress.ip_network("::/96")
+LOOPBACK_V4 = ipaddress.ip_network("127.0.0.0/8")
+
+
+class AddressRefused(Exception):
+    """The name resolved to (or is) an address the gateway must not dial."""
+
+
+def embedded_v4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in _NAT64 or ip in _V4_COMPAT:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip in _SIXTO4:
+        return ip.sixtofour
+    return None
+
+
+def blocked_reason(ip: IPAddress) -> str | None:
+    """Why this address is off limits, or None when it is an ordinary public address."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.scope_id:
+            return "scoped IPv6 address"
+        inner = embedded_v4(ip)
+        if inner is not None:
+            why = blocked_reason(inner)
+            return f"embeds {inner}: {why}" if why else None
+        for net in _V6_BLOCKED:
+            if ip in net:
+                return f"in {net}"
+    else:
+        for net in _V4_BLOCKED:
+            if ip in net:
+                return f"in {net}"
+    if not ip.is_global:
+        return "not a global address"
+    return None
+
+
+def is_loopback(ip: IPAddress) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address):
+        inner = embedded_v4(ip)
+        return ip == ipaddress.IPv6Address("::1") or (inner is not None and inner in LOOPBACK_V4)
+    return ip in LOOPBACK_V4
+
+
+def parse_ip_literal(host: str) -> IPAddress | None:
+    """Only canonical literals count; forms like 0x7f.1 or 2130706433 are names and get resolved."""
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Vetting:
+    allow_loopback: bool
+    own_ports: frozenset[int]
+    control_plane: tuple[str, int]
+
+    def check(self, ip: IPAddress, port: int, *, explicitly_granted: bool = False) -> None:
+        """Raise AddressRefused unless the gateway may dial ip:port."""
+        if not 0 < port < 65536:
+            raise AddressRefused(f"port {port} is not dialable")
+        cp_host, cp_port = self.control_plane
+        cp_ip = parse_ip_literal(cp_host)
+        if port == cp_port and (cp_ip == ip or (cp_ip is None and is_loopback(ip))):
+            raise AddressRefused("the control plane is not an upstream")
+        if port in self.own_ports and (is_loopback(ip) or blocked_reason(ip)):
+            raise AddressRefused("the gateway itself is not an upstream")
+        why = blocked_reason(ip)
+        if why is None or explicitly_granted:
+            return
+        if self.allow_loopback and is_loopback(ip):
+            return
+        raise AddressRefused(f"{ip} is not a public address ({why})")
+
+
+async def resolve(host: str, port: int, timeout: float) -> list[IPAddress]:
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(timeout):
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except TimeoutError as exc:
+        raise AddressRefused(f"resolving {host} timed out") from exc
+    except OSError as exc:
+        raise AddressRefused(f"cannot resolve {host}") from exc
+    ips: list[IPAddress] = []
+    for _family, _type, _proto, _canon, sockaddr in infos:
+        ip = ipaddress.ip_address(sockaddr[0])
+        if ip not in ips:
+            ips.append(ip)
+    if not ips:
+        raise AddressRefused(f"{host} has no addresses")
+    return ips
+
+
+async def vetted_address(host: str, port: int, vetting: Vetting, *, dns_timeout: float,
+                         granted: bool) -> str:
+    """The one IP to dial for host:port. Every resolved address must pass, so a mixed answer
+    (one public, one internal) is refused rather than raced."""
+    literal = parse_ip_literal(host)
+    if literal is not None:
+        # A grant that matched an IP literal names that address explicitly.
+        vetting.check(literal, port, explicitly_granted=granted)
+        return str(literal)
+    ips = await resolve(host, port, dns_timeout)
+    for ip in ips:
+        vetting.check(ip, port)
+    return str(ips[0])

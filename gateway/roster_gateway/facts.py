@@ -1,0 +1,58 @@
+"""What the gateway tells /decide about a request (docs/wire.md), and the token that identifies the run."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+
+from mitmproxy import http
+
+from roster_gateway.mcp import McpCall
+from roster_gateway.shapes import normalise_host
+
+HOP_BY_HOP = ("proxy-authorization", "proxy-connection", "proxy-authenticate")
+
+
+def token_from_header(value: str | None) -> str:
+    """The raw run token from Proxy-Authorization: Basic with the token as password, or Bearer.
+    "" when missing or unreadable (the control plane answers bad_token)."""
+    if not value:
+        return ""
+    scheme, _, rest = value.strip().partition(" ")
+    scheme = scheme.lower()
+    rest = rest.strip()
+    if scheme == "bearer":
+        return rest
+    if scheme == "basic":
+        try:
+            decoded = base64.b64decode(rest, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return ""
+        _user, sep, password = decoded.partition(":")
+        return password if sep else ""
+    return ""
+
+
+def strip_proxy_headers(request: http.Request) -> None:
+    for name in HOP_BY_HOP:
+        request.headers.pop(name, None)
+
+
+def decide_payload(request: http.Request, *, token: str, scheme: str, mcp: tuple[McpCall, ...],
+                   preview_bytes: int) -> dict:
+    body = request.raw_content or b""
+    headers = [[k.lower(), v] for k, v in request.headers.items(multi=True) if k.lower() not in HOP_BY_HOP]
+    return {
+        "token": token,
+        "method": request.method.upper(),
+        "scheme": scheme,
+        "host": normalise_host(request.host),
+        "port": request.port,
+        "path": request.path if request.method.upper() != "CONNECT" else "",
+        "headers": headers,
+        "body_size": len(body),
+        "body_sha256": hashlib.sha256(body).hexdigest() if body else "",
+        "body_preview": body[:preview_bytes].decode("utf-8", errors="replace"),
+        "mcp": [c.as_wire() for c in mcp],
+    }

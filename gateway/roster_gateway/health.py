@@ -1,0 +1,61 @@
+"""A tiny loopback HTTP endpoint the dispatcher checks before starting a box: 200 when the gateway runs
+and the control plane answers its /health, 503 otherwise. Plain asyncio, no framework."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+
+_MAX_REQUEST_LINE = 1024
+
+
+class HealthServer:
+    def __init__(self, port: int, probe: Callable[[float], Awaitable[bool]], *, cache_seconds: float,
+                 probe_timeout: float):
+        self.port = port
+        self._probe = probe
+        self._cache_seconds = cache_seconds
+        self._probe_timeout = probe_timeout
+        self._cached: tuple[float, bool] | None = None
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    async def control_plane_ok(self) -> bool:
+        now = time.monotonic()
+        if self._cached and now - self._cached[0] < self._cache_seconds:
+            return self._cached[1]
+        ok = await self._probe(self._probe_timeout)
+        self._cached = (time.monotonic(), ok)
+        return ok
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(self._probe_timeout + 2):
+                line = await reader.readline()
+                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    pass
+            parts = line[:_MAX_REQUEST_LINE].decode("latin-1").split()
+            if len(parts) < 2 or parts[0] != "GET" or parts[1].split("?")[0] not in ("/healthz", "/health"):
+                status, body = 404, {"ok": False, "error": "not found"}
+            else:
+                cp = await self.control_plane_ok()
+                status, body = (200 if cp else 503), {"ok": cp, "gateway": True, "control_plane": cp}
+            payload = json.dumps(body).encode()
+            head = (f"HTTP/1.1 {status} {'OK' if status == 200 else 'Unavailable'}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+                    "Connection: close\r\n\r\n").encode()
+            writer.write(head + payload)
+            await writer.drain()
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()

@@ -1,0 +1,130 @@
+"""The gateway's options (registered with mitmproxy in `load`) and the validated config built from them.
+
+Every timeout and limit is a named option here, never a literal in the hooks."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from mitmproxy import exceptions
+
+# name, type, default, help
+OPTIONS: tuple[tuple[str, type, object, str], ...] = (
+    ("roster_control_plane", str, "", "Base URL of the control plane, e.g. http://127.0.0.1:8000"),
+    ("roster_service_token_file", str, "", "File holding the gateway's service token (mode 0600)"),
+    ("roster_decide_timeout_ms", int, 2000, "Milliseconds to wait for /decide (and /trace) before a 503 deny"),
+    ("roster_outcome_timeout_ms", int, 5000, "Milliseconds to wait for /outcome and /abandon reports"),
+    ("roster_hold_seconds", int, 30, "Longest time a request is held waiting for an approval"),
+    ("roster_approval_poll_seconds", int, 10, "Longest single /approvals/{id}/wait long-poll"),
+    ("roster_dns_timeout_ms", int, 2000, "Milliseconds to resolve an upstream name before denying"),
+    ("roster_max_body_bytes", int, 16 * 1024 * 1024, "Largest request body the gateway forwards"),
+    ("roster_body_preview_bytes", int, 4096, "Body bytes shown to approvers in /decide"),
+    ("roster_health_port", int, 0, "Loopback port of the health endpoint (0: off)"),
+    ("roster_health_cache_ms", int, 1000, "Milliseconds a control-plane health answer is reused"),
+    ("roster_allow_loopback_upstreams", bool, False,
+     "TESTS ONLY: allow dialling loopback upstreams (never the gateway's or control plane's ports)"),
+    ("roster_ca_cert_export", str, "", "Copy the CA's public certificate (never the key) to this path"),
+)
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    control_plane: str
+    service_token: str
+    decide_timeout: float
+    outcome_timeout: float
+    hold_seconds: int
+    approval_poll_seconds: int
+    dns_timeout: float
+    max_body_bytes: int
+    body_preview_bytes: int
+    health_port: int
+    health_cache_seconds: float
+    allow_loopback_upstreams: bool
+    control_plane_endpoint: tuple[str, int]
+    own_ports: frozenset[int]
+
+
+def read_token_file(path: str) -> str:
+    if not path:
+        raise exceptions.OptionsError("roster_service_token_file is required")
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode
+        token = p.read_text().strip()
+    except OSError as exc:
+        raise exceptions.OptionsError(f"cannot read roster_service_token_file: {exc.strerror}") from exc
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise exceptions.OptionsError("roster_service_token_file must not be readable by group or others")
+    if not token:
+        raise exceptions.OptionsError("roster_service_token_file is empty")
+    return token
+
+
+def _endpoint(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise exceptions.OptionsError("roster_control_plane must be an http(s) URL")
+    return parts.hostname.lower(), parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def _listen_ports(opts) -> set[int]:
+    ports = {int(getattr(opts, "listen_port", 0) or 0)}
+    modes: Sequence[str] = getattr(opts, "mode", ()) or ()
+    for mode in modes:
+        tail = mode.rsplit("@", 1)[-1] if "@" in mode else ""
+        port = tail.rsplit(":", 1)[-1]
+        if port.isdigit():
+            ports.add(int(port))
+    return ports
+
+
+def build_config(opts) -> GatewayConfig:
+    """Validate options; a misconfigured gateway must refuse to start rather than run open."""
+    url = opts.roster_control_plane.rstrip("/")
+    if not url:
+        raise exceptions.OptionsError("roster_control_plane is required")
+    endpoint = _endpoint(url)
+    for name in ("roster_decide_timeout_ms", "roster_outcome_timeout_ms", "roster_dns_timeout_ms"):
+        if getattr(opts, name) <= 0:
+            raise exceptions.OptionsError(f"{name} must be positive")
+    if opts.roster_hold_seconds < 0 or opts.roster_approval_poll_seconds < 1:
+        raise exceptions.OptionsError("roster_hold_seconds >= 0 and roster_approval_poll_seconds >= 1")
+    if opts.roster_max_body_bytes < 0 or opts.roster_body_preview_bytes < 0:
+        raise exceptions.OptionsError("body limits must not be negative")
+    own = _listen_ports(opts) | {opts.roster_health_port}
+    own.discard(0)
+    return GatewayConfig(
+        control_plane=url,
+        service_token=read_token_file(opts.roster_service_token_file),
+        decide_timeout=opts.roster_decide_timeout_ms / 1000,
+        outcome_timeout=opts.roster_outcome_timeout_ms / 1000,
+        hold_seconds=int(opts.roster_hold_seconds),
+        approval_poll_seconds=int(opts.roster_approval_poll_seconds),
+        dns_timeout=opts.roster_dns_timeout_ms / 1000,
+        max_body_bytes=int(opts.roster_max_body_bytes),
+        body_preview_bytes=int(opts.roster_body_preview_bytes),
+        health_port=int(opts.roster_health_port),
+        health_cache_seconds=opts.roster_health_cache_ms / 1000,
+        allow_loopback_upstreams=bool(opts.roster_allow_loopback_upstreams),
+        control_plane_endpoint=endpoint,
+        own_ports=frozenset(own),
+    )
+
+
+def export_ca_cert(confdir: str, dest: str) -> None:
+    """Copy only the public CA certificate out of the private confdir."""
+    src = Path(os.path.expanduser(confdir)) / "mitmproxy-ca-cert.pem"
+    if not dest or not src.exists():
+        return
+    target = Path(dest)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_bytes(src.read_bytes())
+    tmp.chmod(0o644)
+    tmp.replace(target)

@@ -1,0 +1,117 @@
+"""Request-shape checks: the tricks a hostile client plays to make the gateway judge one thing and the
+upstream receive another. Each returns a Refusal (reason + legible message) or None."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mitmproxy import http
+
+_CONTENT_LENGTH = re.compile(r"^(?:0|[1-9][0-9]*)$")
+_ALLOWED_TE = frozenset({"chunked"})
+_BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: str
+    status: int
+    message: str
+
+
+def too_large(limit: int) -> Refusal:
+    return Refusal("body_too_large", 413, f"request body over the gateway's limit of {limit} bytes")
+
+
+def _malformed(message: str) -> Refusal:
+    return Refusal("malformed_request", 400, message)
+
+
+def normalise_host(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host[:-1] if host.endswith(".") else host
+
+
+def default_port(scheme: str) -> int:
+    return 443 if scheme in ("https", "wss") else 80
+
+
+def _split_authority(value: str) -> tuple[str, int | None] | None:
+    value = value.strip()
+    if not value or any(c in value for c in "/?#@\\ \t"):
+        return None
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return None
+        host, rest = value[1:end], value[end + 1:]
+        if rest and not rest.startswith(":"):
+            return None
+        port_text = rest[1:] if rest else ""
+    else:
+        host, _, port_text = value.partition(":")
+        if value.count(":") > 1:
+            return None
+    if port_text == "":
+        return (normalise_host(host), None) if ":" not in value[-1:] else None
+    if not port_text.isdigit() or len(port_text) > 5:
+        return None
+    return normalise_host(host), int(port_text)
+
+
+def check_headers(request: http.Request, max_body_bytes: int) -> Refusal | None:
+    """Smuggling shapes and limits visible before the body is read."""
+    cl = request.headers.get_all("content-length")
+    te = request.headers.get_all("transfer-encoding")
+    if cl and te:
+        return _malformed("both Content-Length and Transfer-Encoding: refused as request smuggling")
+    if len(cl) > 1:
+        return _malformed("more than one Content-Length header")
+    if len(te) > 1 or (te and te[0].strip().lower() not in _ALLOWED_TE):
+        return _malformed("Transfer-Encoding other than a single 'chunked'")
+    if cl and not _CONTENT_LENGTH.match(cl[0]):
+        return _malformed("Content-Length is not a plain decimal number")
+    if cl and int(cl[0]) > max_body_bytes:
+        return too_large(max_body_bytes)
+    if len(request.headers.get_all("host")) > 1:
+        return _malformed("more than one Host header")
+    for name, value in request.headers.items(multi=True):
+        if _BAD_VALUE_CHARS.search(name) or _BAD_VALUE_CHARS.search(value):
+            return _malformed("control characters in a header")
+    upgrade = request.headers.get("upgrade")
+    if upgrade is not None and upgrade.strip().lower() != "websocket":
+        return Refusal("protocol_refused", 403, f"protocol upgrade to {upgrade[:40]!r} is refused")
+    return None
+
+
+def check_authority(request: http.Request, *, connect_target: tuple[str, int] | None,
+                    sni: str | None) -> Refusal | None:
+    """The authority mitmproxy will dial (request.host/port) must agree with the Host header, the
+    CONNECT target and the TLS SNI; otherwise the decision would be about a different host."""
+    host = normalise_host(request.host)
+    port = request.port
+    if not host:
+        return _malformed("request has no destination host")
+    if not 0 < port < 65536:
+        return Refusal("malformed_request", 400, f"port {port} is not a valid port")
+    header = request.host_header
+    if header is None:
+        return _malformed("request has no Host header")
+    parsed = _split_authority(header)
+    if parsed is None:
+        return _malformed("Host header is not a valid authority")
+    h_host, h_port = parsed
+    if h_host != host or (h_port or default_port(request.scheme)) != port:
+        return Refusal("authority_mismatch", 403,
+                       "the request URL and the Host header name different destinations")
+    if connect_target is not None:
+        c_host, c_port = connect_target
+        if normalise_host(c_host) != host or c_port != port:
+            return Refusal("authority_mismatch", 403,
+                           "the request names a different destination than its CONNECT tunnel")
+    if sni is not None and normalise_host(sni) != host:
+        return Refusal("authority_mismatch", 403, "the TLS server name differs from the request's host")
+    return None

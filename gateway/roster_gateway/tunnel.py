@@ -1,0 +1,75 @@
+"""CONNECT: judged for tunnel grants only. With a tunnel grant the bytes pass through uninspected to the
+vetted address; without one the tunnel is intercepted and every request inside it is judged."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mitmproxy import http
+
+from roster_gateway import shapes
+from roster_gateway.addresses import AddressRefused, vetted_address
+from roster_gateway.approvals import hold_for_approval
+from roster_gateway.client import ControlPlaneDown
+from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
+from roster_gateway.responses import deny_flow
+from roster_gateway.wire import DENY_STATUSES
+
+if TYPE_CHECKING:
+    from roster_gateway.addon import Gateway
+
+# Denials that end the CONNECT itself; any other deny only means "no tunnel grant": intercept instead.
+_FINAL_DENIALS = frozenset({"bad_token", "over_budget"})
+
+
+async def judge_connect(gw: Gateway, flow: http.HTTPFlow) -> None:
+    if gw.config is None or gw.client is None:
+        deny_flow(flow, 503, "policy_error", "gateway is not configured")
+        return
+    request = flow.request
+    token = token_from_header(request.headers.get("proxy-authorization"))
+    strip_proxy_headers(request)
+    host = shapes.normalise_host(request.host)
+    if not token:
+        deny_flow(flow, 407, "bad_token", "proxy credentials (the run token) are required")
+        return
+    if not host or not 0 < request.port < 65536:
+        deny_flow(flow, 400, "malformed_request", "CONNECT needs host:port")
+        return
+    state = gw._conn(flow.client_conn)
+    state.token = token
+    state.connect_target = (host, request.port)
+    payload = decide_payload(request, token=token, scheme="tunnel", mcp=(),
+                             preview_bytes=gw.config.body_preview_bytes)
+    try:
+        decision = await gw.client.decide(payload)
+        if decision.verdict == "ask":
+            decision = await hold_for_approval(gw.client, decision, max_hold=gw.config.hold_seconds,
+                                               poll_seconds=gw.config.approval_poll_seconds,
+                                               background=gw.background)
+    except ControlPlaneDown as exc:
+        deny_flow(flow, 503, "control_plane_unavailable", str(exc))
+        return
+    if decision.verdict == "deny":
+        if decision.reason in _FINAL_DENIALS:
+            status = 407 if decision.reason == "bad_token" else (
+                decision.status if decision.status in DENY_STATUSES else 403)
+            deny_flow(flow, status, decision.reason, decision.message,
+                      decision_id=decision.decision_id, budget=decision.budget)
+        return  # no tunnel grant: intercept, and judge each request inside
+    if not decision.tunnel:
+        gw._settle_unused(decision, 0, "intercepted: not a tunnel grant")
+        return
+    try:
+        ip = await vetted_address(host, request.port, gw.vetting, dns_timeout=gw.config.dns_timeout,
+                                  granted=decision.grant is not None)
+    except AddressRefused as exc:
+        gw._settle_unused(decision, 403, "blocked_address")
+        deny_flow(flow, 403, "blocked_address", f"refusing to dial {host}: {exc}",
+                  decision_id=decision.decision_id)
+        return
+    request.data.host = ip  # mitmproxy dials (request.host, request.port) after this hook
+    state.dial_names[(ip, request.port)] = host
+    state.tunnel = True
+    # Bytes inside a tunnel are invisible; the ledger counts the call (status 200, bytes unknown).
+    gw._report(decision.decision_id, 200, 0, 0, "")
