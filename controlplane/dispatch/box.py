@@ -1,0 +1,172 @@
+"""The box: a container on the locked network whose only exit is the gateway. `box_create_kwargs` says
+exactly what the box gets (pure, unit-tested); the rest starts it, watches it to its deadline, captures
+bounded output and removes it."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import quote
+
+import docker
+import requests
+from django.conf import settings
+from django.utils import timezone
+from docker.types import LogConfig, Mount
+
+from controlplane.dispatch.engine import box_labels, box_name
+from controlplane.dispatch.preflight import BoxNetwork
+from controlplane.dispatch.rundirs import RunDirs
+from controlplane.fleet.models import Run
+
+BOX_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+BOX_GATEWAY_CA = "/etc/roster/gateway-ca.pem"
+CA_VARIABLES = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO")
+PROXY_USER = "run"
+
+
+def proxy_url(network: BoxNetwork, token: str) -> str:
+    return f"http://{PROXY_USER}:{quote(token, safe='')}@{network.gateway_ip}:{settings.ROSTER_GATEWAY_PORT}"
+
+
+def box_environment(run: Run, network: BoxNetwork, token: str, sentinels: dict[str, str]) -> dict[str, str]:
+    proxy = proxy_url(network, token)
+    env = dict(sentinels)
+    env.update({
+        "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "ALL_PROXY": proxy,
+        "http_proxy": proxy, "https_proxy": proxy, "all_proxy": proxy,
+        "NO_PROXY": "", "no_proxy": "",  # everything goes through the gateway, even "local" names
+        "NODE_EXTRA_CA_CERTS": BOX_GATEWAY_CA,
+        "HOME": "/workspace",
+        "ROSTER_RUN_ID": str(run.pk),
+        "ROSTER_WORKER": run.worker.name,
+    })
+    env.update({name: BOX_CA_BUNDLE for name in CA_VARIABLES})
+    return env
+
+
+def box_mounts(dirs: RunDirs) -> list[Mount]:
+    gateway_ca = str(settings.ROSTER_GATEWAY_CA_CERT)
+    return [
+        Mount("/code", str(dirs.code), type="bind", read_only=True),
+        Mount("/config", str(dirs.config), type="bind", read_only=True),
+        Mount("/workspace", str(dirs.workspace), type="bind", read_only=False),
+        Mount(BOX_CA_BUNDLE, str(dirs.ca_bundle), type="bind", read_only=True),
+        Mount(BOX_GATEWAY_CA, gateway_ca, type="bind", read_only=True),
+        Mount("/usr/local/share/ca-certificates/roster-gateway.crt", gateway_ca, type="bind", read_only=True),
+    ]
+
+
+def box_create_kwargs(run: Run, *, image_id: str, network: BoxNetwork, token: str, dirs: RunDirs,
+                      sentinels: dict[str, str]) -> dict:
+    uid = settings.ROSTER_BOX_UID
+    # Docker keeps at most this much log on disk per box, so a chatty box cannot fill the host.
+    log_kib = max(64, 2 * settings.ROSTER_RUN_MAX_OUTPUT_BYTES // 1024)
+    return {
+        "image": image_id,
+        "command": list(run.command),
+        "name": box_name(run.pk),
+        "hostname": f"run-{run.pk}",
+        "labels": box_labels(run.pk),
+        "user": f"{uid}:{uid}",
+        "working_dir": "/workspace",
+        "environment": box_environment(run, network, token, sentinels),
+        "network": network.name,
+        "dns": ["127.0.0.1"],
+        "dns_search": [],
+        "mounts": box_mounts(dirs),
+        "read_only": True,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={settings.ROSTER_BOX_TMPFS_SIZE}"},  # noqa: S108 - in the box
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
+        "privileged": False,
+        "mem_limit": settings.ROSTER_BOX_MEMORY,
+        "memswap_limit": settings.ROSTER_BOX_MEMORY,
+        "nano_cpus": settings.ROSTER_BOX_NANO_CPUS,
+        "pids_limit": settings.ROSTER_BOX_PIDS_LIMIT,
+        "init": True,
+        "ipc_mode": "private",
+        "log_config": LogConfig(type="json-file", config={"max-size": f"{log_kib}k", "max-file": "1"}),
+        "detach": True,
+    }
+
+
+class OutputCollector(threading.Thread):
+    """Reads the box's interleaved stdout/stderr as it is written and keeps the first max_bytes."""
+
+    def __init__(self, container, max_bytes: int, follow: bool = True):
+        super().__init__(daemon=True)
+        self.container, self.max_bytes, self.follow = container, max_bytes, follow
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.truncated = False
+        self._stream = None
+
+    def run(self) -> None:
+        with contextlib.suppress(docker.errors.DockerException, requests.RequestException, OSError):
+            self._stream = self.container.logs(stdout=True, stderr=True, stream=True, follow=self.follow)
+            for chunk in self._stream:
+                room = self.max_bytes - self.size
+                if len(chunk) > room:
+                    self.chunks.append(chunk[:room])
+                    self.size += room
+                    self.truncated = True
+                    break
+                self.chunks.append(chunk)
+                self.size += len(chunk)
+        self.stop()
+
+    def stop(self) -> None:
+        if self._stream is not None:
+            with contextlib.suppress(Exception):
+                self._stream.close()
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class BoxOutcome:
+    exit_code: int | None
+    timed_out: bool
+    oom_killed: bool
+    output: str
+    truncated: bool
+
+
+def box_kill(container) -> None:
+    with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+        container.kill()
+
+
+def box_watch(container, deadline: datetime, *, follow: bool = True) -> BoxOutcome:
+    """Wait for the box to exit or its deadline, killing it at the deadline; collect its output."""
+    collector = OutputCollector(container, settings.ROSTER_RUN_MAX_OUTPUT_BYTES, follow=follow)
+    collector.start()
+    timed_out = False
+    exit_code = None
+    remaining = (deadline - timezone.now()).total_seconds()
+    try:
+        if remaining <= 0:
+            raise requests.exceptions.ReadTimeout("deadline already passed")
+        exit_code = container.wait(timeout=remaining)["StatusCode"]
+    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+        timed_out = True
+        box_kill(container)
+        with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+            exit_code = container.wait(timeout=settings.ROSTER_BOX_KILL_WAIT_SECONDS)["StatusCode"]
+    collector.join(timeout=settings.ROSTER_BOX_KILL_WAIT_SECONDS)
+    collector.stop()
+    oom = False
+    with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+        container.reload()
+        oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
+    return BoxOutcome(exit_code=exit_code, timed_out=timed_out, oom_killed=oom, output=collector.text(),
+                      truncated=collector.truncated)
+
+
+def box_remove(client: docker.DockerClient, run_id: int) -> None:
+    with contextlib.suppress(docker.errors.NotFound):
+        client.containers.get(box_name(run_id)).remove(force=True)

@@ -1,0 +1,101 @@
+"""Reconciling runs with the boxes that exist, for after a Celery worker died mid-run (its watcher died with
+it) or a box vanished. Live runs past their deadline are killed and ended; a running run whose box is gone
+fails; a box that exited unwatched is finalised from what Docker kept; boxes of ended runs are removed.
+Only boxes labelled with this control plane's namespace are touched."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import datetime, timedelta
+
+import docker
+import requests
+from django.conf import settings
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from controlplane.dispatch import box
+from controlplane.dispatch.engine import docker_client
+from controlplane.dispatch.rundirs import run_dirs_remove
+from controlplane.dispatch.services import run_end, run_finish
+from controlplane.fleet.models import Run
+
+log = logging.getLogger(__name__)
+
+
+def _finished_at(container) -> datetime | None:
+    value = (container.attrs.get("State") or {}).get("FinishedAt") or ""
+    # Docker gives nanoseconds; Python parses microseconds.
+    parsed = parse_datetime(value[:26] + "Z") if value and not value.startswith("0001") else None
+    return parsed
+
+
+def _reap_live(client, run: Run, container, now: datetime) -> str:
+    grace = timedelta(seconds=settings.ROSTER_REAP_EXITED_GRACE_SECONDS)
+    if run.status == Run.Status.STARTING:
+        if run.deadline and now > run.deadline:
+            if container is not None:
+                box.box_kill(container)
+            run_end(run.pk, Run.Status.FAILED, "the box did not start in time (dispatcher lost)")
+            return "failed"
+        return ""
+    if container is None:
+        run_end(run.pk, Run.Status.FAILED, "the box's container is gone")
+        return "failed"
+    if run.deadline and now > run.deadline + grace:
+        # The watcher should have done this at the deadline; it is gone, so kill and collect here.
+        box.box_kill(container)
+        outcome = box.box_watch(container, now, follow=False)
+        run_finish(run.pk, box.BoxOutcome(outcome.exit_code, True, False, outcome.output, outcome.truncated))
+        return "timed_out"
+    finished = _finished_at(container)
+    if container.status == "exited" and finished and now > finished + grace:
+        run_finish(run.pk, box.box_watch(container, now + grace, follow=False))
+        return "finalised"
+    return ""
+
+
+def runs_reap() -> dict[str, int]:
+    """One reconciliation pass. Returns counts of what it did, for logs and tests."""
+    counts = {"failed": 0, "timed_out": 0, "finalised": 0, "removed": 0}
+    try:
+        client = docker_client()
+        containers = client.containers.list(
+            all=True, filters={"label": f"roster.namespace={settings.ROSTER_BOX_NAMESPACE}"}
+        )
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        log.warning("reaper: docker engine unavailable (%s); nothing reconciled", exc.__class__.__name__)
+        return counts
+    by_run: dict[int, object] = {}
+    for container in containers:
+        with contextlib.suppress(KeyError, ValueError):
+            by_run[int(container.labels["roster.run"])] = container
+    now = timezone.now()
+    live = Run.objects.filter(status__in=[Run.Status.STARTING, Run.Status.RUNNING])
+    live_ids = set()
+    for run in live:
+        live_ids.add(run.pk)
+        try:
+            done = _reap_live(client, run, by_run.get(run.pk), now)
+        except (docker.errors.DockerException, requests.RequestException):
+            log.exception("reaper: run %s could not be reconciled this pass", run.pk)
+            continue
+        if done:
+            counts[done] += 1
+            live_ids.discard(run.pk)
+    for run_id, container in by_run.items():
+        if run_id in live_ids:
+            continue
+        with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+            container.remove(force=True)
+            counts["removed"] += 1
+        run_dirs_remove(run_id)
+    return counts
+
+
+def stale_queued_runs() -> list[int]:
+    """Queued runs whose dispatch message looks lost; dispatching them again is safe (idempotent)."""
+    cutoff = timezone.now() - timedelta(seconds=settings.ROSTER_RUN_REQUEUE_SECONDS)
+    stale = Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=cutoff)
+    return list(stale.values_list("pk", flat=True))

@@ -1,0 +1,57 @@
+"""Host directories a box mounts: the worker's code (read-only), the run's config (read-only), its
+workspace (writable) and the trust store (read-only). Per-run directories go when the run ends."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from controlplane.fleet.models import Run
+
+
+@dataclass(frozen=True)
+class RunDirs:
+    root: Path
+    code: Path
+    config: Path
+    workspace: Path
+    ca_bundle: Path
+
+
+def run_dirs_path(run_id: int) -> Path:
+    return settings.ROSTER_BOX_RUNS_DIR / f"{settings.ROSTER_BOX_NAMESPACE}-{run_id}"
+
+
+def run_dirs_create(run: Run) -> RunDirs:
+    root = run_dirs_path(run.pk)
+    shutil.rmtree(root, ignore_errors=True)  # leftovers of an earlier failed attempt are never reused
+    code = settings.ROSTER_BOX_CODE_DIR / run.worker.name
+    code.mkdir(parents=True, exist_ok=True)
+    dirs = RunDirs(root=root, code=code, config=root / "config", workspace=root / "workspace",
+                   ca_bundle=root / "ca-certificates.crt")
+    dirs.config.mkdir(parents=True, mode=0o755)
+    os.chmod(root, 0o755)  # noqa: S103 - dockerd mounts from here; no secrets inside
+    dirs.workspace.mkdir(mode=0o700)
+    uid = settings.ROSTER_BOX_UID
+    try:
+        os.chown(dirs.workspace, uid, uid)
+    except PermissionError:
+        os.chmod(dirs.workspace, 0o777)  # noqa: S103 - not root: the box user must still be able to write
+    config = {"run_id": run.pk, "worker": run.worker.name, "command": list(run.command),
+              "timeout_seconds": run.timeout_seconds, "origin": run.origin}
+    (dirs.config / "run.json").write_text(json.dumps(config, indent=2))
+    system = settings.ROSTER_BOX_SYSTEM_CA_BUNDLE
+    public = system.read_text() if system.is_file() else ""
+    dirs.ca_bundle.write_text(public.rstrip("\n") + "\n" + settings.ROSTER_GATEWAY_CA_CERT.read_text())
+    return dirs
+
+
+def run_dirs_remove(run_id: int) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(run_dirs_path(run_id))

@@ -1,0 +1,162 @@
+"""Starting, dispatching, cancelling and finishing runs. Every state change goes through
+controlplane.fleet.services.run_set_status (audited), except the claim, which must be a conditional
+UPDATE so two deliveries of one dispatch can never both start a box; it writes its own audit record in
+the same transaction."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import timedelta
+
+import docker
+import requests
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from controlplane.audit.services import audit_append
+from controlplane.dispatch import box, preflight
+from controlplane.dispatch.engine import box_name, docker_client
+from controlplane.dispatch.rundirs import run_dirs_create, run_dirs_remove
+from controlplane.dispatch.sentinels import sentinel_environment
+from controlplane.fleet.models import Run, Worker
+from controlplane.fleet.services import RunStateError, run_create, run_set_status
+from controlplane.fleet.tokens import token_new
+
+log = logging.getLogger(__name__)
+
+
+def budget_refusal(worker: Worker) -> str:
+    """Why a proactive run of this worker must not start (a cap is reached), or ""."""
+    from controlplane.ledger.selectors import exceeded_caps
+
+    caps = exceeded_caps(worker)
+    if not caps:
+        return ""
+    parts = [f"{c.scope} {c.unit}/{c.window} {c.spent}/{c.limit}" for c in caps]
+    return "over budget: " + ", ".join(parts)
+
+
+def run_start(worker: Worker, command, *, proactive: bool = False, timeout: int | None = None,
+              filed_by=None) -> Run:
+    """Record a run and queue its dispatch. Budgets gate proactive runs only (invariant 8): a proactive run
+    over a cap is recorded as refused; a run a human filed always goes ahead."""
+    from controlplane.dispatch.tasks import dispatch_run
+
+    origin = Run.Origin.PROACTIVE if proactive else Run.Origin.HUMAN
+    # The token minted here is dropped: the box gets a fresh one when its dispatch claims the run, so no
+    # usable credential ever passes through the broker.
+    run, _ = run_create(worker, origin=origin, filed_by=filed_by, command=list(command),
+                        timeout_seconds=timeout)
+    if proactive:
+        refusal = budget_refusal(worker)
+        if refusal:
+            return run_set_status(run.pk, Run.Status.REFUSED, refusal)
+    transaction.on_commit(lambda: dispatch_run.delay(run.pk))
+    return run
+
+
+def run_claim(run_id: int) -> tuple[Run, str] | None:
+    """queued -> starting, once. Returns the run and the box's fresh token, or None if another delivery
+    (or a cancel) got there first."""
+    raw, hashed = token_new()
+    grace = timezone.now() + timedelta(seconds=settings.ROSTER_RUN_START_GRACE_SECONDS)
+    with transaction.atomic():
+        claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+            status=Run.Status.STARTING, status_reason="", token_hash=hashed, deadline=grace,
+        )
+        if not claimed:
+            return None
+        run = Run.objects.select_related("worker").get(pk=run_id)
+        audit_append(
+            "run_state",
+            {"run": run.pk, "worker": run.worker.name, "from": Run.Status.QUEUED, "to": Run.Status.STARTING,
+             "reason": "claimed by dispatcher", "exit_code": None},
+            run=run, worker=run.worker,
+        )
+    return run, raw
+
+
+def run_end(run_id: int, status: str, reason: str = "", **fields) -> Run | None:
+    """End a run unless it already ended (a cancel or the reaper won the race). Ending revokes its token."""
+    try:
+        return run_set_status(run_id, status, reason, **fields)
+    except RunStateError:
+        return None
+
+
+def outcome_fields(outcome: box.BoxOutcome) -> tuple[str, str, dict]:
+    fields = {"exit_code": outcome.exit_code, "output": outcome.output,
+              "output_truncated": outcome.truncated, "ended_at": timezone.now()}
+    if outcome.timed_out:
+        return Run.Status.TIMED_OUT, "killed at the run's deadline", fields
+    if outcome.oom_killed:
+        return Run.Status.FAILED, "killed: out of memory", fields
+    if outcome.exit_code == 0:
+        return Run.Status.SUCCEEDED, "", fields
+    return Run.Status.FAILED, f"exit code {outcome.exit_code}", fields
+
+
+def run_finish(run_id: int, outcome: box.BoxOutcome) -> Run | None:
+    status, reason, fields = outcome_fields(outcome)
+    ended = run_end(run_id, status, reason, **fields)
+    if ended is None:
+        # Cancelled meanwhile: keep what the box printed; the status and its audit record stand.
+        Run.objects.filter(pk=run_id).update(output=outcome.output, output_truncated=outcome.truncated,
+                                             exit_code=outcome.exit_code)
+    return ended
+
+
+def run_dispatch(run_id: int) -> None:
+    """Claim the run, check the ground, start its box, watch it to the end, clean up. Safe to call twice."""
+    claimed = run_claim(run_id)
+    if claimed is None:
+        log.info("run %s: not queued any more; this delivery does nothing", run_id)
+        return
+    run, token = claimed
+    client = None
+    try:
+        if run.origin == Run.Origin.PROACTIVE:
+            refusal = budget_refusal(run.worker)
+            if refusal:
+                run_end(run_id, Run.Status.REFUSED, refusal)
+                return
+        try:
+            client = docker_client()
+            network, image_id = preflight.preflight(client)
+        except preflight.PreflightRefused as exc:
+            run_end(run_id, Run.Status.REFUSED, str(exc))
+            return
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            run_end(run_id, Run.Status.REFUSED, f"docker engine unavailable: {exc.__class__.__name__}")
+            return
+        dirs = run_dirs_create(run)
+        kwargs = box.box_create_kwargs(run, image_id=image_id, network=network, token=token, dirs=dirs,
+                                       sentinels=sentinel_environment(run.worker))
+        container = client.containers.create(**kwargs)
+        container.start()
+        started = timezone.now()
+        deadline = started + timedelta(seconds=run.timeout_seconds)
+        if run_end(run_id, Run.Status.RUNNING, "", started_at=started, deadline=deadline,
+                   image_id=image_id, container_id=container.id) is None:
+            log.info("run %s ended while its box was starting; removing the box", run_id)
+            return
+        run_finish(run_id, box.box_watch(container, deadline))
+    except Exception as exc:
+        log.exception("run %s: dispatch failed", run_id)
+        run_end(run_id, Run.Status.FAILED, f"dispatch failed: {exc.__class__.__name__}: {str(exc)[:300]}")
+    finally:
+        del token
+        if client is not None:
+            with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+                box.box_remove(client, run_id)
+        run_dirs_remove(run_id)
+
+
+def run_cancel(run_id: int, *, by: str = "") -> Run:
+    """Cancel a live run: its token dies with the status change; its box, if any, is killed."""
+    run = run_set_status(run_id, Run.Status.CANCELLED, f"cancelled by {by}" if by else "cancelled")
+    with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+        docker_client().containers.get(box_name(run_id)).kill()
+    return run

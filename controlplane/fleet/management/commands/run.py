@@ -1,0 +1,117 @@
+"""`run create|start|wait|logs|list|cancel`: runs from the command line.
+
+    run create WORKER [--proactive]                       record only; prints the id and the raw token once
+    run start WORKER [--proactive] [--timeout S] -- COMMAND ARGS…
+    run wait ID [--timeout S]                             exit status 0 only if the run succeeded
+    run logs ID
+    run list [--worker NAME] [--status STATUS] [--limit N]
+    run cancel ID
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from controlplane.core.errors import RosterError
+from controlplane.dispatch.services import run_cancel, run_start
+from controlplane.fleet.models import Run, Worker
+from controlplane.fleet.selectors import run_get, run_list, worker_get
+from controlplane.fleet.services import run_create
+
+
+def _worker(name: str) -> Worker:
+    try:
+        return worker_get(name)
+    except Worker.DoesNotExist as exc:
+        raise CommandError(f"no worker named {name!r}") from exc
+
+
+def _run(run_id: int) -> Run:
+    try:
+        return run_get(run_id)
+    except Run.DoesNotExist as exc:
+        raise CommandError(f"no run {run_id}") from exc
+
+
+def _line(run: Run) -> str:
+    reason = f" ({run.status_reason})" if run.status_reason else ""
+    return f"run {run.pk}: {run.status}{reason}"
+
+
+class Command(BaseCommand):
+    help = "Create, start, watch and cancel runs."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        create = sub.add_parser("create", help="record a run without starting a box")
+        create.add_argument("worker")
+        create.add_argument("--proactive", action="store_true")
+        start = sub.add_parser("start", help="start a run in a box")
+        start.add_argument("worker")
+        start.add_argument("--proactive", action="store_true", help="not filed by a human: budgets gate it")
+        start.add_argument("--timeout", type=int, default=None, help="seconds before the box is killed")
+        start.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS…")
+        wait = sub.add_parser("wait", help="wait for a run to end")
+        wait.add_argument("id", type=int)
+        wait.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+        logs = sub.add_parser("logs", help="print a run's captured output")
+        logs.add_argument("id", type=int)
+        listing = sub.add_parser("list", help="list runs, newest first")
+        listing.add_argument("--worker", default=None)
+        listing.add_argument("--status", default=None, choices=Run.Status.values)
+        listing.add_argument("--limit", type=int, default=50)
+        cancel = sub.add_parser("cancel", help="cancel a live run")
+        cancel.add_argument("id", type=int)
+
+    def handle(self, *args, action, **options):
+        try:
+            getattr(self, f"do_{action}")(**options)
+        except RosterError as exc:
+            raise CommandError(str(exc)) from exc
+
+    def do_create(self, *, worker, proactive, **_):
+        origin = Run.Origin.PROACTIVE if proactive else Run.Origin.HUMAN
+        run, raw = run_create(_worker(worker), origin=origin)
+        self.stdout.write(f"run {run.pk}")
+        self.stdout.write(f"token {raw}")  # shown once; only its SHA-256 is kept
+
+    def do_start(self, *, worker, proactive, timeout, command, **_):
+        command = command[1:] if command[:1] == ["--"] else command
+        if not command:
+            raise CommandError("give the command after --, e.g. run start WORKER -- python3 -m agent")
+        if timeout is not None and timeout <= 0:
+            raise CommandError("--timeout must be a positive number of seconds")
+        run = run_start(_worker(worker), command, proactive=proactive, timeout=timeout, filed_by=None)
+        self.stdout.write(_line(run))
+
+    def do_wait(self, *, id, timeout, **_):
+        give_up = None if timeout is None else time.monotonic() + timeout
+        run = _run(id)
+        while run.is_live:
+            if give_up is not None and time.monotonic() > give_up:
+                raise CommandError(f"{_line(run)}; still live after {timeout}s")
+            time.sleep(settings.ROSTER_RUN_WAIT_POLL_SECONDS)
+            run = _run(id)
+        self.stdout.write(_line(run))
+        if run.status != Run.Status.SUCCEEDED:
+            raise CommandError(f"run {run.pk} did not succeed")
+
+    def do_logs(self, *, id, **_):
+        run = _run(id)
+        self.stdout.write(run.output, ending="")
+        if run.output_truncated:
+            self.stderr.write(f"[output truncated at {settings.ROSTER_RUN_MAX_OUTPUT_BYTES} bytes]")
+
+    def do_list(self, *, worker, status, limit, **_):
+        runs = run_list(worker=_worker(worker) if worker else None, status=status, limit=limit)
+        for run in runs:
+            command = " ".join(run.command)[:60]
+            self.stdout.write(f"{run.pk}\t{run.worker.name}\t{run.origin}\t{run.status}\t{command}")
+
+    def do_cancel(self, *, id, **_):
+        _run(id)
+        self.stdout.write(_line(run_cancel(id, by="command line")))

@@ -1,0 +1,5 @@
+import sys
+
+from workers.runtime.launch import main
+
+raise SystemExit(main(sys.argv[1:]))
