@@ -59,3 +59,59 @@ def build_body(*, seq: int, time: dt.datetime, prev: str, kind: str, run: int | 
         "seq": seq, "time": format_time(time), "prev": prev, "kind": kind, "run": run,
         "worker": worker, "verdict": verdict, "reason": reason, "data": data,
     })
+
+
+class ChainChecker:
+    """Walks records in seq order and names the first thing wrong. Feed it every record from seq 1
+    (or, with start_prev/start_seq, from a known point). Hashes the stored bytes; never re-serialises."""
+
+    def __init__(self, start_seq: int = 1, start_prev: str = GENESIS_PREV):
+        self.expected_seq = start_seq
+        self.prev = start_prev
+        self.checked = 0
+
+    def check(self, seq: int, body: str, stored_hash: str, columns: dict | None = None) -> str | None:
+        """Return None if the record is a sound next link, else what is wrong. `columns` are the
+        indexed copies (prev, time, kind, run, worker, verdict, reason) to compare with the body."""
+        try:
+            raw = body.encode("ascii")
+        except UnicodeEncodeError:
+            return "stored body is not ASCII (not written by audit_append)"
+        actual = hashlib.sha256(raw).hexdigest()
+        if actual != stored_hash:
+            return f"hash mismatch: stored body hashes to {actual}, record says {stored_hash}"
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            return "stored body is not valid JSON"
+        if not isinstance(parsed, dict) or set(parsed) != set(BODY_KEYS):
+            return "stored body does not have the audit record fields"
+        if parsed["seq"] != seq:
+            return f"seq {seq} disagrees with the body's seq {parsed['seq']}"
+        if seq != self.expected_seq:
+            return f"seq gap: expected seq {self.expected_seq}, found {seq} (a record was removed or added)"
+        if parsed["prev"] != self.prev:
+            return f"broken link: body prev is {parsed['prev']}, previous record hashes to {self.prev}"
+        for name, value in (columns or {}).items():
+            if parsed[name] != value:
+                return f"column {name!r} is {value!r} but the body says {parsed[name]!r}"
+        self.prev = actual
+        self.expected_seq += 1
+        self.checked += 1
+        return None
+
+
+def generate_chain(count: int, start: dt.datetime, *, start_seq: int = 1, prev: str = GENESIS_PREV,
+                   kinds: tuple[str, ...] = ("decision", "spend")):
+    """Yield (seq, time, kind, body, prev, hash) for a valid synthetic chain, fast: for benchmarks and
+    tests that need many records without going through audit_append one at a time."""
+    start = truncate_ms(start)
+    for i in range(count):
+        seq = start_seq + i
+        moment = start + dt.timedelta(milliseconds=i)
+        kind = kinds[i % len(kinds)]
+        body = build_body(seq=seq, time=moment, prev=prev, kind=kind, run=None, worker="", verdict="",
+                          reason="", data={"i": i})
+        digest = record_hash(body)
+        yield seq, moment, kind, body, prev, digest
+        prev = digest

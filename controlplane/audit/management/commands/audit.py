@@ -1,0 +1,62 @@
+"""`manage.py audit verify` and `manage.py audit export --format csv|jsonl [filters]`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+
+from controlplane.audit.export import csv_rows, filtered_records, jsonl_lines
+from controlplane.audit.verify import verify_database
+
+
+def _moment(text: str) -> dt.datetime:
+    """ISO 8601 date or date-time; without an offset it is UTC."""
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise CommandError(f"not an ISO 8601 time: {text!r}") from exc
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+class Command(BaseCommand):
+    help = "Verify the audit chain, or export it (streaming) as CSV or JSONL."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        sub.add_parser("verify", help="re-hash every record and check the chain; exit 1 if broken")
+        export = sub.add_parser("export", help="write records to stdout or --output")
+        export.add_argument("--format", choices=["csv", "jsonl"], default="jsonl")
+        export.add_argument("--output", help="file to write (default: stdout)")
+        export.add_argument("--since", type=_moment, help="records at or after this time (UTC)")
+        export.add_argument("--until", type=_moment, help="records at or before this time (UTC)")
+        export.add_argument("--worker")
+        export.add_argument("--run", type=int)
+        export.add_argument("--kind")
+        export.add_argument("--verdict")
+
+    def handle(self, *args, **opts):
+        if opts["action"] == "verify":
+            return self._verify()
+        return self._export(opts)
+
+    def _verify(self):
+        result = verify_database()
+        if result.ok:
+            self.stdout.write(result.message)
+            return
+        self.stderr.write(f"BROKEN after {result.checked} good records: {result.message}")
+        sys.exit(1)
+
+    def _export(self, opts):
+        records = filtered_records(since=opts["since"], until=opts["until"], worker=opts["worker"],
+                                   run=opts["run"], kind=opts["kind"], verdict=opts["verdict"])
+        chunks = csv_rows(records) if opts["format"] == "csv" else jsonl_lines(records)
+        if opts["output"]:
+            newline = "" if opts["format"] == "csv" else "\n"
+            with open(opts["output"], "w", encoding="utf-8", newline=newline) as out:
+                out.writelines(chunks)
+        else:
+            for chunk in chunks:
+                self.stdout.write(chunk, ending="")
