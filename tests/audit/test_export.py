@@ -160,7 +160,7 @@ def _bulk_chain(count):
 
 @pytest.mark.parametrize("produce", [csv_rows, jsonl_lines])
 def test_export_memory_stays_constant(settings, produce):
-    settings.ROSTER_AUDIT_CHUNK_SIZE = 500
+    settings.ROSTER_AUDIT_CHUNK_SIZE = 100
     _bulk_chain(10_000)
     tracemalloc.start()
     try:
