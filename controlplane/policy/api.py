@@ -16,7 +16,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 from pydantic import ConfigDict, Field, StrictInt, StrictStr
@@ -171,12 +171,12 @@ async def wait(request, approval_id: uuid.UUID, body: WaitIn):
     while True:
         status = await sync_to_async(_poll_once)(approval_id)
         if status is None:
-            return 404, {"detail": "no such approval"}
+            return Status(404, {"detail": "no such approval"})
         if status != Approval.Status.PENDING:
-            return 200, await sync_to_async(service.approval_conclude)(approval_id)
+            return Status(200, await sync_to_async(service.approval_conclude)(approval_id))
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return 200, {"status": "pending", "decision": None}
+            return Status(200, {"status": "pending", "decision": None})
         await asyncio.sleep(min(settings.ROSTER_APPROVAL_POLL_SECONDS, remaining))
 
 
@@ -186,8 +186,8 @@ def abandon(request, approval_id: uuid.UUID):
     try:
         approval_abandon(approval_id)
     except Approval.DoesNotExist:
-        return 404, {"detail": "no such approval"}
-    return 200, {"ok": True}
+        return Status(404, {"detail": "no such approval"})
+    return Status(200, {"ok": True})
 
 
 @router.post("/outcome", response={200: OkOut, 404: ErrorOut, 409: ErrorOut}, summary="Report an outcome")
@@ -196,10 +196,10 @@ def outcome(request, body: OutcomeIn):
         service.outcome_report(body.decision_id, body.status, body.request_bytes, body.response_bytes,
                                body.error)
     except service.OutcomeUnknown:
-        return 404, {"detail": "no allowed decision with this id"}
+        return Status(404, {"detail": "no allowed decision with this id"})
     except service.OutcomeConflict:
-        return 409, {"detail": "outcome already reported"}
-    return 200, {"ok": True}
+        return Status(409, {"detail": "outcome already reported"})
+    return Status(200, {"ok": True})
 
 
 @router.post("/trace", response={200: OkOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut},
@@ -208,16 +208,16 @@ def trace(request, body: TraceIn):
     try:
         raw = base64.b64decode(body.body_b64, validate=True)
     except (binascii.Error, ValueError):
-        return 422, {"detail": "body_b64 is not valid base64"}
+        return Status(422, {"detail": "body_b64 is not valid base64"})
     if len(raw) > settings.ROSTER_TRACE_MAX_BYTES:
-        return 413, {"detail": "trace body too large"}
+        return Status(413, {"detail": "trace body too large"})
     try:
         service.trace_store(body.decision_id, raw)
     except service.OutcomeUnknown:
-        return 404, {"detail": "no allowed decision with this id"}
+        return Status(404, {"detail": "no allowed decision with this id"})
     except service.OutcomeConflict:
-        return 409, {"detail": "already traced"}
-    return 200, {"ok": True}
+        return Status(409, {"detail": "already traced"})
+    return Status(200, {"ok": True})
 
 
 @router.get("/health", response={200: OkOut, 503: OkOut}, summary="Control plane and database answer")
@@ -227,8 +227,8 @@ def health(request):
             cursor.execute("SELECT 1")
             cursor.fetchone()
     except Exception:  # noqa: BLE001 - any database trouble is "not healthy"
-        return 503, {"ok": False}
-    return 200, {"ok": True}
+        return Status(503, {"ok": False})
+    return Status(200, {"ok": True})
 
 
 __all__ = ["router", "HttpError"]

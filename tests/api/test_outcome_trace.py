@@ -1,0 +1,98 @@
+"""POST /outcome settles the ledger and raises taint by the grant as it was; POST /trace stores bodies."""
+
+import base64
+import hashlib
+
+import pytest
+
+from controlplane.audit.models import AuditRecord, ModelTrace
+from controlplane.core.taint import DataClass
+from controlplane.fleet.models import Run
+from controlplane.ledger.models import SpendLine
+from tests.api.fixtures import decide_body
+
+pytestmark = pytest.mark.django_db
+OUTCOME, TRACE = "/api/gateway/outcome", "/api/gateway/trace"
+
+
+def _outcome(decision_id, **overrides):
+    body = {"decision_id": decision_id, "status": 200, "request_bytes": 10, "response_bytes": 2048,
+            "error": ""}
+    body.update(overrides)
+    return body
+
+
+def test_outcome_settles_and_raises_taint(gateway, live_run, make_grant):
+    run, token = live_run
+    grant = make_grant(result_class=DataClass.SECRET, untrusted=True, max_taint=DataClass.SECRET)
+    decision_id = gateway.decide(decide_body(token))["decision_id"]
+    # An edit after the decision does not change what the outcome applies.
+    type(grant).objects.filter(pk=grant.pk).update(result_class=DataClass.PUBLIC, untrusted=False)
+    response = gateway.post(OUTCOME, _outcome(decision_id))
+    assert response.status_code == 200 and response.json() == {"ok": True}
+    run.refresh_from_db()
+    assert run.taint == DataClass.SECRET and run.untrusted
+    settle = SpendLine.objects.get(decision_id=decision_id, kind="settle")
+    assert settle.amount == 2058
+    assert gateway.post(OUTCOME, _outcome(decision_id)).status_code == 409
+
+
+def test_outcome_of_trusted_public_grant_keeps_run_private(gateway, live_run, make_grant):
+    run, token = live_run
+    make_grant(result_class=DataClass.PUBLIC, untrusted=False)
+    decision_id = gateway.decide(decide_body(token))["decision_id"]
+    assert gateway.post(OUTCOME, _outcome(decision_id)).status_code == 200
+    run.refresh_from_db()
+    assert run.taint == DataClass.PRIVATE and not run.untrusted
+
+
+def test_outcome_unknown_or_denied_decision_is_404(gateway, token, make_grant):
+    assert gateway.post(OUTCOME, _outcome("dc_nope")).status_code == 404
+    denied = gateway.decide(decide_body(token))["decision_id"]
+    assert gateway.post(OUTCOME, _outcome(denied)).status_code == 404
+    assert not SpendLine.objects.filter(kind="settle").exists()
+
+
+@pytest.mark.parametrize("change", [{"status": 200.0}, {"request_bytes": -1}, {"response_bytes": "1"},
+                                    {"extra": True}, {"decision_id": ""}, {"error": "x" * 10_000}])
+def test_outcome_bad_bodies(gateway, change):
+    body = _outcome("dc_x")
+    body.update(change)
+    assert gateway.post(OUTCOME, body).status_code == 422
+
+
+def test_trace_is_stored_byte_exactly_and_audited(gateway, live_run, make_grant):
+    run, token = live_run
+    make_grant(trace=True)
+    answer = gateway.decide(decide_body(token))
+    assert answer["trace"] is True
+    body = b'{"messages": [{"role": "user", "content": "hi \xff\x00"}]}'
+    response = gateway.post(TRACE, {"decision_id": answer["decision_id"],
+                                    "body_b64": base64.b64encode(body).decode()})
+    assert response.status_code == 200
+    stored = ModelTrace.objects.get(decision_id=answer["decision_id"])
+    assert bytes(stored.body) == body and stored.sha256 == hashlib.sha256(body).hexdigest()
+    assert stored.run_id_ref == run.pk and stored.url.startswith("https://api.openai.com")
+    assert AuditRecord.objects.filter(kind="trace", run_id_ref=run.pk).exists()
+    again = {"decision_id": answer["decision_id"], "body_b64": ""}
+    assert gateway.post(TRACE, again).status_code == 409
+
+
+def test_trace_refusals(gateway, token, make_grant, settings):
+    make_grant(trace=True)
+    decision_id = gateway.decide(decide_body(token))["decision_id"]
+    assert gateway.post(TRACE, {"decision_id": "dc_none", "body_b64": "aGk="}).status_code == 404
+    assert gateway.post(TRACE, {"decision_id": decision_id, "body_b64": "not base64!"}).status_code == 422
+    assert gateway.post(TRACE, {"decision_id": decision_id, "body_b64": "aGk=", "x": 1}).status_code == 422
+    settings.ROSTER_TRACE_MAX_BYTES = 4
+    big = base64.b64encode(b"12345").decode()
+    assert gateway.post(TRACE, {"decision_id": decision_id, "body_b64": big}).status_code == 413
+    assert not ModelTrace.objects.exists()
+
+
+def test_trace_for_ended_run_still_links(gateway, live_run, make_grant):
+    run, token = live_run
+    make_grant(trace=True)
+    decision_id = gateway.decide(decide_body(token))["decision_id"]
+    Run.objects.filter(pk=run.pk).update(status="succeeded")
+    assert gateway.post(TRACE, {"decision_id": decision_id, "body_b64": "aGk="}).status_code == 200
