@@ -1,0 +1,31 @@
+"""Changing caps (admin only). Each change is audited as a configuration change in its transaction."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from controlplane.audit.services import audit_append
+from controlplane.ledger.models import Cap
+
+
+def _describe(cap: Cap) -> dict:
+    return {"object": "cap", "scope": f"worker:{cap.worker.name}" if cap.worker_id else "org",
+            "unit": cap.unit, "window": cap.window, "limit": cap.limit}
+
+
+def cap_save(cap: Cap, user) -> Cap:
+    with transaction.atomic():
+        created = cap.pk is None
+        cap.save()
+        audit_append("grant_change", {**_describe(cap), "event": "created" if created else "changed",
+                                      "by": getattr(user, "username", "")},
+                     worker=cap.worker.name if cap.worker_id else None)
+    return cap
+
+
+def cap_delete(cap: Cap, user) -> None:
+    with transaction.atomic():
+        described = _describe(cap)
+        cap.delete()
+        audit_append("grant_change", {**described, "event": "deleted", "by": getattr(user, "username", "")},
+                     worker=described["scope"].removeprefix("worker:") if cap.worker_id else None)
