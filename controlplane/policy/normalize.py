@@ -44,10 +44,7 @@ def normalize_host(host: str) -> str:
         raise NormalizationError("host is empty")
     h = h.lower()
     if not h.isascii():
-        try:
-            h = h.encode("idna").decode("ascii")
-        except UnicodeError as exc:
-            raise NormalizationError(f"host {host!r} is not a valid internationalised name") from exc
+        h = _idna(h, host)
     labels = h.split(".")
     if any(label == "" for label in labels):
         raise NormalizationError(f"host {host!r} has an empty label")
@@ -59,6 +56,22 @@ def normalize_host(host: str) -> str:
     if len(h) > MAX_HOST_LENGTH:
         raise NormalizationError("host is longer than 253 characters")
     return h
+
+
+def _idna(h: str, original: str) -> str:
+    try:
+        encoded = h.encode("idna").decode("ascii")
+    except UnicodeError as exc:
+        raise NormalizationError(f"host {original!r} is not a valid internationalised name") from exc
+    # Look-alikes that IDNA folds to plain ASCII (fullwidth letters, ideographic full stops) are refused:
+    # a name that is ASCII after mapping should have been sent as ASCII.
+    labels = h.split(".")
+    if len(labels) != len(encoded.split(".")) or any(
+        not orig.isascii() and not enc.startswith("xn--")
+        for orig, enc in zip(labels, encoded.split("."), strict=True)
+    ):
+        raise NormalizationError(f"host {original!r} uses characters that fold to a different ASCII name")
+    return encoded
 
 
 def _normalize_ipv4(h: str, original: str) -> str:
