@@ -1,0 +1,135 @@
+"""The API accepts exactly the fixture requests and answers exactly the fixture responses."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.utils import timezone
+
+from controlplane.approvals.models import Approval
+from controlplane.approvals.services import approval_decide
+from controlplane.core.roles import APPROVERS
+from controlplane.core.taint import DataClass
+from controlplane.fleet.services import run_raise_taint
+from controlplane.ledger.models import Cap
+from tests.contract import contract
+
+pytestmark = pytest.mark.django_db
+
+
+def _openai(make_grant, secret, **fields):
+    return make_grant(secret=secret, inject_header="authorization", inject_format="Bearer {secret}", **fields)
+
+
+SCENARIOS = {
+    "decide_allow": lambda c: _openai(c.make_grant, c.secret),
+    "decide_allow_trace": lambda c: c.make_grant(trace=True),
+    "decide_allow_mcp": lambda c: c.make_grant(slug="mcp-search", host="mcp.example.com",
+                                               mcp_tools=["search"]),
+    "decide_allow_tunnel": lambda c: c.make_grant(slug="pinned", host="pinned.example.com", port=8443,
+                                                  schemes=[], tunnel=True),
+    "decide_ask": lambda c: c.make_grant(mode="ask"),
+    "decide_deny_no_grant": lambda c: c.make_grant(),
+    "decide_deny_tripwire": lambda c: (c.secret, c.make_grant(slug="example", host="example.com")),
+    "decide_deny_grant_expired": lambda c: c.make_grant(expires_at=timezone.now() - timedelta(days=1)),
+    "decide_deny_taint_too_high": lambda c: (c.make_grant(),
+                                             run_raise_taint(c.run.pk, DataClass.SECRET, untrusted=False)),
+    "decide_deny_denied_by_grant": lambda c: (c.make_grant(), c.make_grant(slug="no-chat", mode="deny")),
+    "decide_deny_over_budget": lambda c: (c.make_grant(), Cap.objects.create(
+        worker=c.run.worker, unit="requests", window="day", limit=1), c.gateway.decide(c.body)),
+    "decide_deny_bad_token": lambda c: c.make_grant(),
+    "decide_deny_policy_error": lambda c: (c.make_grant(), c.make_grant(slug="broken", host="[bad")),
+}
+
+
+class Context:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def test_every_decide_fixture_has_a_scenario():
+    assert set(contract.names("decide_")) == set(SCENARIOS)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_decide_fixture(name, gateway, live_run, secret, make_grant):
+    run, token = live_run
+    fixture = contract.load(name, **{contract.TOKEN: token, contract.SENTINEL: secret.sentinel})
+    ctx = Context(gateway=gateway, run=run, secret=secret, make_grant=make_grant, body=fixture["request"])
+    SCENARIOS[name](ctx)
+    response = gateway.post("/api/gateway/decide", fixture["request"])
+    assert response.status_code == fixture["status_code"]
+    assert contract.mismatches(fixture["response"], response.json(), frozenset(fixture["variable"])) == []
+
+
+@pytest.fixture
+def approver(db):
+    user = User.objects.create_user("ann", password="pw-123456789")
+    user.groups.add(Group.objects.get(name=APPROVERS))
+    return user
+
+
+@pytest.mark.parametrize("name", contract.names("wait_"))
+def test_wait_fixture(name, gateway, live_run, secret, make_grant, approver):
+    run, token = live_run
+    _openai(make_grant, secret, mode="ask")
+    ask = gateway.decide(contract.load("decide_ask", **{contract.TOKEN: token})["request"])
+    approval_id = ask["approval_id"]
+    fixture = contract.load(name, **{contract.APPROVAL_ID: approval_id})
+    if name == "wait_approved":
+        approval_decide(approval_id, approver, True, "web")
+    elif name == "wait_refused":
+        approval_decide(approval_id, approver, False, "web")
+    elif name == "wait_expired":
+        Approval.objects.filter(pk=approval_id).update(expires_at=timezone.now() - timedelta(seconds=1))
+    path = fixture["endpoint"].split(" ", 1)[1]
+    request = dict(fixture["request"], timeout_seconds=0)  # same shape; no need to sit out the timeout
+    response = gateway.post(path, request)
+    assert response.status_code == fixture["status_code"]
+    assert contract.mismatches(fixture["response"], response.json(), frozenset(fixture["variable"])) == []
+
+
+def _allowed(gateway, token, make_grant, **grant_fields):
+    make_grant(**grant_fields)
+    return gateway.decide(contract.load("decide_allow_trace", **{contract.TOKEN: token})["request"])
+
+
+@pytest.mark.parametrize("name", ["outcome", "outcome_unknown", "outcome_settled", "trace", "abandon",
+                                  "health", "unknown_field"])
+def test_other_fixtures(name, gateway, token, make_grant):
+    substitutions = {contract.TOKEN: token}
+    if name in ("outcome", "outcome_settled", "trace"):
+        substitutions[contract.DECISION_ID] = _allowed(gateway, token, make_grant, trace=True)["decision_id"]
+    if name == "abandon":
+        make_grant(mode="ask")
+        ask = gateway.decide(contract.load("decide_ask", **{contract.TOKEN: token})["request"])
+        substitutions[contract.APPROVAL_ID] = ask["approval_id"]
+    fixture = contract.load(name, **substitutions)
+    method, path = fixture["endpoint"].split(" ", 1)
+    if name == "outcome_settled":
+        assert gateway.post(path, fixture["request"]).status_code == 200
+    response = gateway.get(path) if method == "GET" else gateway.post(path, fixture["request"])
+    assert response.status_code == fixture["status_code"], response.content
+    if fixture["response"] is not None:
+        assert contract.mismatches(fixture["response"], response.json(), frozenset(fixture["variable"])) == []
+
+
+def test_fixture_files_are_well_formed():
+    for name in contract.names():
+        doc = json.loads((contract.HERE / f"{name}.json").read_text())
+        assert set(doc) == {"endpoint", "description", "request", "status_code", "response", "variable"}, name
+        assert not any(isinstance(v, float) for v in _leaves(doc)), f"{name}: floats are not on the wire"
+
+
+def _leaves(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
