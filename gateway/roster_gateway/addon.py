@@ -4,6 +4,7 @@ secret injection, address vetting and outcome reports. Every failure path denies
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 
 import httpx
@@ -31,6 +32,21 @@ logging.getLogger("httpx").setLevel(logging.WARNING)
 REQUIRED_OPTIONS = {"connection_strategy": "lazy", "upstream_cert": False,
                     "validate_inbound_headers": True, "http3": False}
 FORBIDDEN_NONEMPTY = ("ignore_hosts", "allow_hosts", "tcp_hosts", "udp_hosts")
+
+
+def fail_closed(hook):
+    """An exception in a hook would let mitmproxy carry on and forward the flow; deny instead."""
+
+    @functools.wraps(hook)
+    async def wrapper(self, flow: http.HTTPFlow) -> None:
+        try:
+            await hook(self, flow)
+        except Exception:
+            log.exception("gateway error in %s; denying", hook.__name__)
+            flow.metadata.pop("roster_decision_id", None)
+            deny_flow(flow, 503, "policy_error", "the gateway failed while judging this request")
+
+    return wrapper
 
 
 class ConnState:
@@ -62,15 +78,16 @@ class Gateway:
 
     def configure(self, updated: set[str]) -> None:
         opts = ctx.options
-        wrong = {k: v for k, v in REQUIRED_OPTIONS.items() if getattr(opts, k) != v}
+        # (getattr with a default: in unit tests the proxy-server options are not registered)
+        wrong = {k: v for k, v in REQUIRED_OPTIONS.items() if getattr(opts, k, v) != v}
         if wrong:
             opts.update(**wrong)
-        if opts.ssl_insecure:
+        if getattr(opts, "ssl_insecure", False):
             raise exceptions.OptionsError("the gateway never skips upstream certificate checks")
         for name in FORBIDDEN_NONEMPTY:
-            if getattr(opts, name):
+            if getattr(opts, name, None):
                 raise exceptions.OptionsError(f"{name} would bypass the gateway's decisions; leave it empty")
-        for mode in opts.mode:
+        for mode in getattr(opts, "mode", ()):
             if not mode.startswith("regular"):
                 raise exceptions.OptionsError("the gateway runs only as a regular HTTP proxy")
         if any(n.startswith("roster_") or n in ("listen_port", "mode") for n in updated) or not self.config:
@@ -125,10 +142,14 @@ class Gateway:
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.request.method.upper() == "CONNECT" or self.config is None:
             return
-        refusal = shapes.check_headers(flow.request, self.config.max_body_bytes)
+        try:
+            refusal = shapes.check_headers(flow.request, self.config.max_body_bytes)
+        except Exception:  # noqa: BLE001 - fail closed
+            refusal = shapes.Refusal("malformed_request", 400, "unreadable request headers")
         if refusal:
             deny_flow(flow, refusal.status, refusal.reason, refusal.message)
 
+    @fail_closed
     async def request(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None or flow.request.method.upper() == "CONNECT":
             return
@@ -246,6 +267,7 @@ class Gateway:
             log.warning("outcome for %s not reported: %s", decision_id, exc)
 
     # --- CONNECT, tunnels and everything that is not HTTP ---
+    @fail_closed
     async def http_connect(self, flow: http.HTTPFlow) -> None:
         from roster_gateway.tunnel import judge_connect  # small module, kept apart for size
 

@@ -69,6 +69,12 @@ def is_loopback(ip: IPAddress) -> bool:
     return ip in LOOPBACK_V4
 
 
+def _canonical(ip: IPAddress) -> IPAddress:
+    if isinstance(ip, ipaddress.IPv6Address):
+        return embedded_v4(ip) or ip
+    return ip
+
+
 def parse_ip_literal(host: str) -> IPAddress | None:
     """Only canonical literals count; forms like 0x7f.1 or 2130706433 are names and get resolved."""
     try:
@@ -89,9 +95,10 @@ class Vetting:
             raise AddressRefused(f"port {port} is not dialable")
         cp_host, cp_port = self.control_plane
         cp_ip = parse_ip_literal(cp_host)
-        if port == cp_port and (cp_ip == ip or (cp_ip is None and is_loopback(ip))):
+        internal = is_loopback(ip) or blocked_reason(ip) is not None
+        if port == cp_port and (internal or (cp_ip is not None and _canonical(cp_ip) == _canonical(ip))):
             raise AddressRefused("the control plane is not an upstream")
-        if port in self.own_ports and (is_loopback(ip) or blocked_reason(ip)):
+        if port in self.own_ports and internal:
             raise AddressRefused("the gateway itself is not an upstream")
         why = blocked_reason(ip)
         if why is None or explicitly_granted:

@@ -42,7 +42,7 @@ class ControlPlaneClient:
                 return await self._http.post(path, json=payload, timeout=timeout)
         except TimeoutError as exc:
             raise ControlPlaneDown(f"control plane did not answer {path} within {timeout:g}s") from exc
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, OSError) as exc:
             raise ControlPlaneDown(f"control plane unreachable ({type(exc).__name__})") from exc
 
     @staticmethod

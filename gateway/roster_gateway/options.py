@@ -17,7 +17,8 @@ from mitmproxy import exceptions
 OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_control_plane", str, "", "Base URL of the control plane, e.g. http://127.0.0.1:8000"),
     ("roster_service_token_file", str, "", "File holding the gateway's service token (mode 0600)"),
-    ("roster_decide_timeout_ms", int, 2000, "Milliseconds to wait for /decide (and /trace) before a 503 deny"),
+    ("roster_decide_timeout_ms", int, 2000,
+     "Milliseconds to wait for /decide (and /trace) before a 503 deny"),
     ("roster_outcome_timeout_ms", int, 5000, "Milliseconds to wait for /outcome and /abandon reports"),
     ("roster_hold_seconds", int, 30, "Longest time a request is held waiting for an approval"),
     ("roster_approval_poll_seconds", int, 10, "Longest single /approvals/{id}/wait long-poll"),

@@ -1,0 +1,125 @@
+"""A fake control plane (httpx MockTransport) and a Gateway addon loaded in mitmproxy's taddons context."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+from mitmproxy.test import taddons, tflow, tutils
+
+from roster_gateway.addon import Gateway
+
+CP_URL = "http://cp.test"
+PUBLIC_IP = "93.184.216.34"
+
+
+def allow(**over) -> dict:
+    doc = {"verdict": "allow", "reason": None, "status": 200, "message": "allowed by grant",
+           "decision_id": "dc_1", "grant": "g-one", "tunnel": False, "trace": False, "inject": [],
+           "replace": [], "approval_id": None, "hold_seconds": 0, "budget": None}
+    doc.update(over)
+    return doc
+
+
+def deny(reason: str, status: int = 403, **over) -> dict:
+    return allow(verdict="deny", reason=reason, status=status, message=f"denied: {reason}", grant=None,
+                 decision_id="dc_d", **over)
+
+
+def ask(approval_id: str = "ap_1", hold: int = 5) -> dict:
+    return allow(verdict="ask", approval_id=approval_id, hold_seconds=hold, decision_id="dc_a")
+
+
+@dataclass
+class FakeControlPlane:
+    """Answers like the control plane; `decide` is a dict or a function of the request payload."""
+
+    decide: dict | Callable[[dict], dict] = field(default_factory=allow)
+    waits: list[dict] = field(default_factory=list)
+    delay: float = 0.0
+    fail_status: int | None = None
+    trace_status: int = 200
+    calls: list[tuple[str, dict]] = field(default_factory=list)
+
+    def paths(self) -> list[str]:
+        return [p for p, _ in self.calls]
+
+    def bodies(self, suffix: str) -> list[dict]:
+        return [b for p, b in self.calls if p.endswith(suffix)]
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        body = json.loads(request.content) if request.content else {}
+        assert request.headers["authorization"] == "Bearer svc-token"
+        self.calls.append((path, body))
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.fail_status:
+            return httpx.Response(self.fail_status, json={"detail": "boom"})
+        if path.endswith("/decide"):
+            answer = self.decide(body) if callable(self.decide) else self.decide
+            return httpx.Response(200, json=answer)
+        if path.endswith("/wait"):
+            answer = self.waits.pop(0) if self.waits else {"status": "pending", "decision": None}
+            if answer.get("status") == "pending":
+                await asyncio.sleep(min(body["timeout_seconds"], 0.05))
+            return httpx.Response(200, json=answer)
+        if path.endswith("/trace"):
+            return httpx.Response(self.trace_status, json={"ok": self.trace_status == 200})
+        if path.endswith("/health"):
+            return httpx.Response(200, json={"ok": True})
+        return httpx.Response(200, json={"ok": True})
+
+
+@pytest.fixture
+def cp() -> FakeControlPlane:
+    return FakeControlPlane()
+
+
+@pytest.fixture
+def token_file(tmp_path):
+    path = tmp_path / "service.token"
+    path.write_text("svc-token\n")
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture
+async def gw(cp, token_file):
+    addon = Gateway(transport=httpx.MockTransport(cp.handle))
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, roster_control_plane=CP_URL, roster_service_token_file=str(token_file),
+                       roster_decide_timeout_ms=300, roster_hold_seconds=2, roster_dns_timeout_ms=500)
+        addon.tctx = tctx
+        yield addon
+        await addon.shutdown()
+
+
+def basic(token: str) -> str:
+    import base64
+
+    return "Basic " + base64.b64encode(f"run:{token}".encode()).decode()
+
+
+def make_flow(*, host: str = PUBLIC_IP, port: int = 80, scheme: str = "http", method: str = "GET",
+              path: str = "/v1/x", headers: list[tuple[str, str]] | None = None, content: bytes = b"",
+              token: str | None = "rt_good",  # noqa: S107 - a fake run token
+              host_header: str | None = None, sni: str | None = None):
+    if host_header is None:
+        host_header = host if port in (80, 443) else f"{host}:{port}"
+    hdrs = [("Host", host_header)]
+    if token is not None:
+        hdrs.append(("Proxy-Authorization", basic(token)))
+    hdrs += headers or []
+    if content:
+        hdrs.append(("Content-Length", str(len(content))))
+    headers_obj = tutils.http.Headers([(k.encode(), v.encode()) for k, v in hdrs])
+    req = tutils.treq(host=host, port=port, scheme=scheme.encode(), method=method.encode(),
+                      path=path.encode(), headers=headers_obj, content=content)
+    flow = tflow.tflow(req=req)
+    flow.client_conn.sni = sni
+    return flow

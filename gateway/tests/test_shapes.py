@@ -1,0 +1,106 @@
+"""Request-shape tricks, through the addon: each is refused before the control plane is asked."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import PUBLIC_IP, make_flow
+
+SHAPES = [
+    # name, flow kwargs, status, reason
+    ("CL and TE together", dict(headers=[("Content-Length", "5"), ("Transfer-Encoding", "chunked")]),
+     400, "malformed_request"),
+    ("two Content-Length", dict(headers=[("Content-Length", "5"), ("Content-Length", "6")]), 400,
+     "malformed_request"),
+    ("TE not chunked", dict(headers=[("Transfer-Encoding", "gzip, chunked")]), 400, "malformed_request"),
+    ("TE twice", dict(headers=[("Transfer-Encoding", "chunked"), ("Transfer-Encoding", "chunked")]), 400,
+     "malformed_request"),
+    ("signed Content-Length", dict(headers=[("Content-Length", "+5")]), 400, "malformed_request"),
+    ("oversized by header", dict(headers=[("Content-Length", str(64 * 1024 * 1024))]), 413, "body_too_large"),
+    ("two Host headers", dict(headers=[("Host", "evil.example")]), 400, "malformed_request"),
+    ("h2c upgrade", dict(headers=[("Upgrade", "h2c")]), 403, "protocol_refused"),
+    ("absolute URL vs Host", dict(host_header="evil.example"), 403, "authority_mismatch"),
+    ("Host port differs", dict(host_header=f"{PUBLIC_IP}:8080"), 403, "authority_mismatch"),
+    ("Host with userinfo", dict(host_header=f"user@{PUBLIC_IP}"), 400, "malformed_request"),
+    ("Host with path", dict(host_header=f"{PUBLIC_IP}/x"), 400, "malformed_request"),
+    ("Host trailing colon", dict(host_header=f"{PUBLIC_IP}:"), 400, "malformed_request"),
+    ("empty Host", dict(host_header=""), 400, "malformed_request"),
+    ("SNI differs from Host", dict(scheme="https", port=443, sni="evil.example"), 403, "authority_mismatch"),
+    ("port zero", dict(port=0, host_header=f"{PUBLIC_IP}:0"), 400, "malformed_request"),
+    ("labelled JSON that does not parse", dict(method="POST", content=b"{nope",
+                                               headers=[("content-type", "application/json")]),
+     400, "malformed_request"),
+    ("unknown content-encoding", dict(method="POST", content=b"xx",
+                                      headers=[("content-encoding", "x-weird")]), 400, "malformed_request"),
+    ("gzip that does not inflate", dict(method="POST", content=b"not gzip",
+                                        headers=[("content-encoding", "gzip")]), 400, "malformed_request"),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,status,reason", SHAPES, ids=[s[0] for s in SHAPES])
+async def test_request_shapes_are_refused_before_deciding(gw, cp, name, kwargs, status, reason):
+    flow = make_flow(**kwargs)
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    assert flow.response is not None, name
+    assert flow.response.status_code == status
+    assert json.loads(flow.response.content)["reason"] == reason
+    assert cp.bodies("/decide") == []
+
+
+async def test_oversized_chunked_body_is_refused(gw, cp):
+    gw.tctx.options.update(roster_max_body_bytes=10)
+    flow = make_flow(method="POST", content=b"x" * 11)
+    del flow.request.headers["content-length"]
+    await gw.request(flow)
+    assert flow.response.status_code == 413
+
+
+@pytest.mark.parametrize("host_header", [PUBLIC_IP, f"{PUBLIC_IP}:80", PUBLIC_IP.upper() + "."])
+async def test_equivalent_host_headers_pass(gw, cp, host_header):
+    flow = make_flow(host_header=host_header)
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    assert flow.response is None
+
+
+async def test_host_is_normalised_for_the_decision(gw, cp):
+    flow = make_flow(host="Example.COM.", host_header="example.com")
+    flow.request.data.host = "Example.COM."
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    assert cp.bodies("/decide")[0]["host"] == "example.com"
+
+
+async def test_request_inside_a_connect_must_match_its_target(gw, cp):
+    from roster_gateway.addon import ConnState
+
+    flow = make_flow(scheme="https", port=443, host="93.184.216.35", host_header="93.184.216.35", sni=None)
+    state = gw.conns[flow.client_conn.id] = ConnState()
+    state.connect_target, state.token = (PUBLIC_IP, 443), "rt_good"
+    await gw.request(flow)
+    assert flow.response.status_code == 403
+    assert json.loads(flow.response.content)["reason"] == "authority_mismatch"
+
+
+async def test_mcp_calls_reach_the_decision(gw, cp):
+    body = b'[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search"}}]'
+    flow = make_flow(method="POST", content=body, headers=[("content-type", "application/json")])
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    sent = cp.bodies("/decide")[0]
+    assert sent["mcp"] == [{"method": "tools/call", "tool": "search"}]
+    assert sent["body_size"] == len(body) and len(sent["body_sha256"]) == 64
+
+
+async def test_gzip_mcp_body_is_read_decoded(gw, cp):
+    import gzip
+
+    body = gzip.compress(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm"}}')
+    flow = make_flow(method="POST", content=body, headers=[("content-type", "application/json"),
+                                                           ("content-encoding", "gzip")])
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    assert cp.bodies("/decide")[0]["mcp"] == [{"method": "tools/call", "tool": "rm"}]
