@@ -1,0 +1,141 @@
+"""Approvers in a real browser against daphne, Redis and the real gateway, with a box-like client whose
+request is held at the gateway until someone decides."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from controlplane.approvals.models import Approval
+from tests.integration.browser import harness
+from tests.integration.browser.conftest import LOGIN_PASSWORD, hold
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+CARD = "article.approval"
+APPEAR_TIMEOUT_MS = 20000
+
+
+def _marker(page) -> None:
+    """Set a flag that a reload would wipe: proves later updates happened in place."""
+    page.evaluate("window.__noReload = 'still here'")
+
+
+def _not_reloaded(page) -> bool:
+    return page.evaluate("window.__noReload") == "still here"
+
+
+def test_login_form_signs_in_and_shows_the_overview(browser, world):
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(world["base_url"] + "/approvals/")
+    assert "/accounts/login/" in page.url
+    harness.shot(page, "01-login")
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill(LOGIN_PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/approvals/")
+    page.goto(world["base_url"] + "/")
+    assert page.get_by_role("heading", name="Overview", level=1).is_visible()
+    assert page.locator("main").count() == 1 and page.locator("nav").count() >= 1
+    assert "mailer" in page.inner_text("main")
+    harness.shot(page, "02-overview")
+    context.close()
+
+
+def test_held_request_appears_live_and_approval_lets_it_through(world, page_for):
+    alice = page_for(world["alice"])
+    bob = page_for(world["bob"])
+    for page in (alice, bob):
+        _marker(page)
+        assert page.locator(CARD).count() == 0
+    request = hold(world, body=b'{"text": "weekly digest"}')
+    alice.wait_for_selector(CARD, timeout=APPEAR_TIMEOUT_MS)
+    appeared = time.monotonic() - request.started
+    bob.wait_for_selector(CARD, timeout=APPEAR_TIMEOUT_MS)
+    card = alice.locator(CARD)
+    text = card.inner_text()
+    assert "POST" in text and f"http://127.0.0.1:{world['upstream'].port}/v1/send?to=team" in text
+    assert "mailer" in text and f"run {world['run'].pk}" in text and "upstream-post-ask" in text
+    assert "private" in text and "weekly digest" in text
+    assert "min" in card.locator("time.countdown").inner_text()
+    assert _not_reloaded(alice) and _not_reloaded(bob)
+    harness.shot(alice, "03-queue-pending")
+
+    clicked = time.monotonic()
+    card.get_by_role("button", name="Approve").click()
+    response = request.result()
+    completed = time.monotonic() - clicked
+    assert response.status_code == 200 and response.content == harness.UPSTREAM_BODY
+    harness.record_timing("held request -> visible in open queue page", appeared)
+    harness.record_timing("approve click -> client request completed", completed)
+
+    bob.wait_for_selector(CARD, state="detached", timeout=APPEAR_TIMEOUT_MS)
+    assert _not_reloaded(bob), "the second approver's page must update in place"
+    bob.wait_for_selector('tr[data-status="approved"], tr[data-status="used"]', timeout=APPEAR_TIMEOUT_MS)
+    assert "alice" in bob.locator("table.recent").inner_text()
+    harness.shot(bob, "04-queue-after-decision-second-approver")
+    approval = Approval.objects.get(run=world["run"])
+    assert approval.decided_by == world["alice"] and approval.channel == "web"
+
+    alice.goto(f"{world['base_url']}/runs/{world['run'].pk}/")
+    timeline = alice.inner_text("main")
+    assert "alice" in timeline and "approved" in timeline and "1500 micro" in timeline
+    harness.shot(alice, "05-run-timeline")
+
+
+def test_deny_gives_the_client_approval_refused(world, page_for):
+    alice = page_for(world["alice"])
+    upstream_before = len(harness._Upstream.received)
+    request = hold(world)
+    alice.wait_for_selector(CARD, timeout=APPEAR_TIMEOUT_MS)
+    alice.locator(CARD).get_by_role("button", name="Deny").click()
+    response = request.result()
+    assert response.status_code == 403
+    assert response.headers["x-roster-deny-reason"] == "approval_refused"
+    assert response.json()["reason"] == "approval_refused"
+    assert len(harness._Upstream.received) == upstream_before  # nothing reached the upstream
+    alice.wait_for_selector('tr[data-status="refused"]', timeout=APPEAR_TIMEOUT_MS)
+    harness.shot(alice, "06-queue-after-deny")
+
+
+def test_non_approver_sees_but_cannot_decide(world, page_for):
+    carol = page_for(world["carol"])  # an auditor: may look, may not decide
+    request = hold(world)
+    carol.wait_for_selector(CARD, timeout=APPEAR_TIMEOUT_MS)
+    card = carol.locator(CARD)
+    assert card.get_by_role("button", name="Approve").count() == 0
+    assert card.get_by_role("button", name="Deny").count() == 0
+    approval_id = card.get_attribute("data-approval-id")
+    status = carol.evaluate(
+        """async (id) => {
+            const token = document.cookie.split('; ').find(c => c.startsWith('csrftoken=')).split('=')[1];
+            const r = await fetch('/approvals/' + id + '/decide/', {method: 'POST',
+              headers: {'X-CSRFToken': token, 'Content-Type': 'application/x-www-form-urlencoded'},
+              body: 'action=approve'});
+            return r.status; }""", approval_id)
+    assert status == 403
+    assert Approval.objects.get(pk=approval_id).status == Approval.Status.PENDING
+    harness.shot(carol, "07-queue-auditor-read-only")
+    alice = page_for(world["alice"])  # release the held client
+    alice.locator(CARD).get_by_role("button", name="Deny").click()
+    assert request.result().status_code == 403
+
+
+def test_body_with_markup_is_shown_inert(world, page_for):
+    alice = page_for(world["alice"])
+    alice.evaluate("window.__pwned = 0")
+    markup = (b'<h1 id="injected">Approve me!</h1><script>window.__pwned = 1</script>'
+              b'<img src="x" onerror="window.__pwned = 2"><a href="javascript:window.__pwned=3">ok</a>')
+    request = hold(world, body=markup)
+    alice.wait_for_selector(CARD, timeout=APPEAR_TIMEOUT_MS)
+    preview = alice.locator(f"{CARD} pre.quoted")
+    assert preview.inner_text().startswith('<h1 id="injected">Approve me!</h1><script>')
+    assert alice.locator("#injected").count() == 0
+    assert alice.locator(f"{CARD} img, {CARD} script, {CARD} a[href^='javascript']").count() == 0
+    alice.wait_for_timeout(300)
+    assert alice.evaluate("window.__pwned") == 0
+    harness.shot(alice, "08-queue-markup-inert")
+    alice.locator(CARD).get_by_role("button", name="Deny").click()
+    assert request.result().status_code == 403
