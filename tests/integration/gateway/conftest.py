@@ -1,0 +1,132 @@
+"""One real stack for the gateway integration tests: daphne serving the control plane over the test
+database, a real mitmdump with the addon, and local upstreams over HTTP and HTTPS (test CA)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import ssl
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from django.db import connections
+
+from controlplane.fleet.models import Run
+from controlplane.fleet.services import run_create, run_set_status, worker_create
+from controlplane.policy.models import Grant
+from controlplane.vault import keyfile
+from controlplane.vault import services as vault_services
+from tests.conftest import GATEWAY_SERVICE_TOKEN
+from tests.integration.gateway.upstreams import TestCA, Upstream
+from tests.support import procs
+from tests.support.gateway import gateway_process
+
+HOLD_SECONDS = 4  # how long an "ask" is held; approvals in these tests come within a second
+SECRET_VALUE = "real-upstream-key-7f3Kq9LmW2xZ"
+
+
+@dataclass
+class Stack:
+    control_plane_url: str
+    gateway: object
+    http: Upstream
+    https: Upstream
+    other: Upstream  # a second host that must never see a secret meant for the first
+    ca: TestCA
+    vault_key: Path
+    tmp: Path
+
+
+@pytest.fixture(scope="session")
+def gateway_stack(django_db_setup, django_db_blocker, redis_url, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gateway-stack")
+    ca = TestCA(tmp)
+    vault_key = tmp / "keys" / "vault.key"
+    db_name = connections["default"].settings_dict["NAME"]
+    env = procs.control_plane_env(db_name, redis_url, {
+        "ROSTER_GATEWAY_TOKEN_SHA256": hashlib.sha256(GATEWAY_SERVICE_TOKEN.encode()).hexdigest(),
+        "ROSTER_VAULT_KEY_FILE": str(vault_key),
+        "ROSTER_VAULT_SENTINEL_CACHE_SECONDS": "0",
+        "ROSTER_APPROVAL_HOLD_SECONDS": str(HOLD_SECONDS),
+        "ROSTER_APPROVAL_POLL_SECONDS": "0.05",
+    })
+    upstreams = [Upstream(), Upstream(ca), Upstream()]
+    try:
+        with procs.daphne_server(env, tmp) as url, gateway_process(
+            url, GATEWAY_SERVICE_TOKEN, tmp, allow_loopback_upstreams=True, hold_seconds=HOLD_SECONDS,
+            extra_options={"ssl_verify_upstream_trusted_ca": ca.cert_path},
+        ) as gw:
+            procs.wait_for_http(url + "/api/gateway/health", timeout=30)
+            yield Stack(url, gw, upstreams[0], upstreams[1], upstreams[2], ca, vault_key, tmp)
+    finally:
+        for upstream in upstreams:
+            upstream.close()
+
+
+@pytest.fixture
+def stack(gateway_stack, transactional_db, settings):
+    settings.ROSTER_VAULT_KEY_FILE = gateway_stack.vault_key
+    keyfile._cache.clear()
+    vault_services.invalidate_sentinel_cache()
+    for upstream in (gateway_stack.http, gateway_stack.https, gateway_stack.other):
+        upstream.requests.clear()
+    yield gateway_stack
+    keyfile._cache.clear()
+
+
+@pytest.fixture
+def run_token(stack) -> tuple[Run, str]:
+    worker = worker_create(f"gw-{time.monotonic_ns() % 10**9}")
+    run, raw = run_create(worker)
+    run_set_status(run.pk, Run.Status.RUNNING)
+    run.refresh_from_db()
+    return run, raw
+
+
+@pytest.fixture
+def token(run_token) -> str:
+    return run_token[1]
+
+
+@pytest.fixture
+def secret(stack):
+    return vault_services.secret_set("upstream-key", SECRET_VALUE, kind="generic")
+
+
+def grant(slug: str, upstream: Upstream, host: str = "127.0.0.1", **fields) -> Grant:
+    fields.setdefault("schemes", ["https" if upstream.tls else "http"])
+    return Grant.objects.create(slug=slug, host=host, port=upstream.port, **fields)
+
+
+def box_client(gateway, token: str | None, **kwargs) -> httpx.Client:
+    """What a box does: proxy with its run token, trusting the gateway's CA (public part only)."""
+    proxy = gateway.proxy_url_with(token) if token is not None else gateway.proxy_url
+    kwargs.setdefault("verify", ssl.create_default_context(cafile=str(gateway.ca_cert_path)))
+    return httpx.Client(proxy=proxy, timeout=20, trust_env=False, **kwargs)
+
+
+def deny_body(response: httpx.Response) -> dict:
+    assert response.headers.get("content-type") == "application/json", response.text
+    body = response.json()
+    assert body["verdict"] == "deny"
+    return body
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
+
+
+@contextlib.contextmanager
+def extra_gateway(control_plane_url: str, tmp: Path, **kwargs):
+    """A second gateway with other options (closed vetting, a dead control plane, ...)."""
+    with gateway_process(control_plane_url, GATEWAY_SERVICE_TOKEN, tmp, **kwargs) as gw:
+        yield gw
