@@ -13,8 +13,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def admin_client(client):
-    user = User.objects.create_superuser("root", "root@example.com", "pw-123456789")
-    client.force_login(user)
+    client.force_login(User.objects.create(username="root", is_staff=True, is_superuser=True))
     return client
 
 

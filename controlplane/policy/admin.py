@@ -1,0 +1,129 @@
+"""Grants in the admin. The form runs the shared validator (controlplane.policy.validation) and shows
+its messages on the fields they name; every save and delete goes through the audited grant services;
+the change page previews in plain words what the grant matches."""
+
+from __future__ import annotations
+
+import re
+
+from django import forms
+from django.contrib import admin
+from django.utils.html import format_html, format_html_join
+
+from controlplane.core.errors import ValidationFailed
+from controlplane.core.taint import DataClass
+from controlplane.policy import preview
+from controlplane.policy.engine import GrantRule
+from controlplane.policy.grant_services import grant_delete, grant_save
+from controlplane.policy.models import Grant
+from controlplane.policy.validation import validate_grant
+
+# Validator field names that differ from the form's.
+_FIELD_FOR_ERROR = {"expires": "expires_at"}
+
+
+def _split(text: str) -> list[str]:
+    return [part for part in re.split(r"[\s,]+", text or "") if part]
+
+
+class GrantForm(forms.ModelForm):
+    methods = forms.CharField(required=False, help_text="e.g. GET POST; empty: any method")
+    schemes = forms.CharField(required=False, help_text="http and/or https; empty: https only")
+    paths = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
+                            help_text="one pattern per line: /v1/chat, /v1/*, /v1/**; empty: any path")
+    mcp_tools = forms.CharField(required=False, help_text="MCP tool names; empty: any (and non-MCP traffic)")
+
+    class Meta:
+        model = Grant
+        fields = ["slug", "description", "enabled", "worker", "mode", "host", "port", "schemes", "methods",
+                  "paths", "mcp_tools", "tunnel", "max_taint", "result_class", "untrusted", "expires_at",
+                  "secret", "inject_header", "inject_format", "cost_per_call", "trace"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            for name in ("methods", "schemes", "mcp_tools"):
+                self.initial[name] = " ".join(getattr(self.instance, name) or [])
+            self.initial["paths"] = "\n".join(self.instance.paths or [])
+        self.spec = None
+
+    def clean(self):
+        cleaned = super().clean()
+        slug = cleaned.get("slug") or (self.instance.slug if self.instance.pk else "")
+        worker, secret = cleaned.get("worker"), cleaned.get("secret")
+        data = {
+            "description": cleaned.get("description", ""),
+            "host": cleaned.get("host", ""),
+            "methods": _split(cleaned.get("methods")),
+            "schemes": _split(cleaned.get("schemes")),
+            "paths": [p.strip() for p in (cleaned.get("paths") or "").splitlines() if p.strip()],
+            "mcp_tools": _split(cleaned.get("mcp_tools")),
+            "mode": cleaned.get("mode", ""),
+            "inject_header": cleaned.get("inject_header") or "",
+            "inject_format": cleaned.get("inject_format") or "{secret}",
+            "cost_per_call": cleaned.get("cost_per_call", 0),
+        }
+        for name in ("untrusted", "tunnel", "trace", "enabled"):
+            data[name] = bool(cleaned.get(name))
+        for name in ("max_taint", "result_class"):
+            value = cleaned.get(name)
+            data[name] = DataClass(int(value)).label if value not in (None, "") else ""
+        if cleaned.get("port") is not None:
+            data["port"] = cleaned["port"]
+        if cleaned.get("expires_at") is not None:
+            data["expires"] = cleaned["expires_at"]
+        if worker is not None:
+            data["worker"] = worker.name
+        if secret is not None:
+            data["secret"] = secret.name
+        if self.errors:
+            return cleaned  # field-level errors first; the validator would repeat them
+        try:
+            self.spec = validate_grant(data, slug=slug)
+        except ValidationFailed as exc:
+            for field, message in exc.errors.items():
+                field = _FIELD_FOR_ERROR.get(field, field)
+                self.add_error(field if field in self.fields else None, message)
+        return cleaned
+
+
+@admin.register(Grant)
+class GrantAdmin(admin.ModelAdmin):
+    form = GrantForm
+    list_display = ["slug", "host", "port", "mode", "worker", "secret", "max_taint", "enabled", "expires_at"]
+    list_filter = ["mode", "enabled", "tunnel", "worker"]
+    search_fields = ["slug", "host", "description"]
+    readonly_fields = ["what_this_matches", "created_at", "updated_at"]
+    actions = ["delete_selected"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # The slug is the file id; renaming would orphan files and audit history.
+        return [*self.readonly_fields, "slug"] if obj is not None else self.readonly_fields
+
+    def get_fields(self, request, obj=None):
+        fields = list(GrantForm.Meta.fields)
+        if obj is not None:
+            fields = ["what_this_matches", *fields, "created_at", "updated_at"]
+        return fields
+
+    @admin.display(description="What this grant matches")
+    def what_this_matches(self, obj):
+        if obj is None or obj.pk is None:
+            return "Save the grant to see a preview."
+        rule = GrantRule.from_model(obj)
+        rows = format_html_join("", "<li>{} <code>{}</code></li>",
+                                (("✓ matches" if ok else "✗ does not match", url)
+                                 for url, ok in preview.examples(rule)))
+        worker = obj.worker.name if obj.worker_id else None
+        return format_html("<p>{}</p><ul>{}</ul>", preview.describe(rule, worker), rows)
+
+    def save_model(self, request, obj, form, change):
+        grant, _action = grant_save(form.spec, actor=request.user.get_username(), via="admin")
+        obj.pk, obj.created_at, obj.updated_at = grant.pk, grant.created_at, grant.updated_at
+
+    def delete_model(self, request, obj):
+        grant_delete(obj, actor=request.user.get_username(), via="admin")
+
+    def delete_queryset(self, request, queryset):
+        for grant in queryset.select_related("worker", "secret"):
+            grant_delete(grant, actor=request.user.get_username(), via="admin")
