@@ -138,7 +138,7 @@ def _summary(kind: str, data: dict, sentinels: dict[str, str]) -> str:
     if not url and data.get("host"):
         url = f"{data.get('scheme', '')}://{data.get('host')}:{data.get('port', '')}{data.get('path', '')}"
     if kind == "run_state":
-        return f"{data.get('from', '')} → {data.get('to', '')} {data.get('reason', '')}".strip()
+        return f"{data.get('from') or '—'} → {data.get('to', '')} {data.get('reason', '')}".strip()
     if kind == "spend":
         return f"{data.get('op', '')} for {data.get('decision_id', '')}".strip()
     if kind == "approval":

@@ -8,6 +8,8 @@ import time
 import pytest
 
 from controlplane.approvals.models import Approval
+from controlplane.ledger.models import Cap
+from controlplane.ledger.services import reserve
 from tests.integration.browser import harness
 from tests.integration.browser.conftest import LOGIN_PASSWORD, hold
 
@@ -27,6 +29,11 @@ def _not_reloaded(page) -> bool:
 
 
 def test_login_form_signs_in_and_shows_the_overview(browser, world):
+    Cap.objects.create(worker=world["worker"], unit="requests", window="day", limit=10)
+    Cap.objects.create(worker=None, unit="micro", window="month", limit=10_000)
+    for n in range(3):
+        reserve(worker=world["worker"], run=world["run"], grant_slug="upstream-post-ask",
+                decision_id=f"dc_overview_{n}", cost_micro=1500, origin="human")
     context = browser.new_context()
     page = context.new_page()
     page.goto(world["base_url"] + "/approvals/")
@@ -40,6 +47,9 @@ def test_login_form_signs_in_and_shows_the_overview(browser, world):
     assert page.get_by_role("heading", name="Overview", level=1).is_visible()
     assert page.locator("main").count() == 1 and page.locator("nav").count() >= 1
     assert "mailer" in page.inner_text("main")
+    meters = page.locator("meter")
+    assert meters.count() == 2
+    assert {meters.nth(i).get_attribute("value") for i in range(2)} == {"3", "4500"}
     harness.shot(page, "02-overview")
     context.close()
 

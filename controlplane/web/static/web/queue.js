@@ -17,11 +17,17 @@
   }
   function tick() {
     const now = Date.now() / 1000;
+    let expired = false;
     for (const el of queue.querySelectorAll("time[data-expires]")) {
       const left = Math.max(0, Math.round(Number(el.dataset.expires) - now));
       el.textContent = left > 0 ? Math.floor(left / 60) + " min " + (left % 60) + " s" : "expired";
-      if (left === 0) el.closest("article").querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+      if (left === 0 && !el.dataset.done) {
+        el.dataset.done = "1";
+        expired = true;
+        el.closest("article").querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+      }
     }
+    if (expired) setTimeout(refresh, 1000);  // the server no longer lists it; show that
   }
   setInterval(tick, 1000);
   tick();
