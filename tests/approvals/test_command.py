@@ -1,0 +1,53 @@
+"""`manage.py approval list|decide`: the local approval path (seed 002 §3)."""
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+
+from controlplane.approvals.models import Approval
+from controlplane.audit.models import AuditRecord
+from tests.approvals.helpers import approver, open_approval
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def approval(live_run):
+    return open_approval(live_run[0])
+
+
+def test_list_shows_pending(approval, capsys):
+    call_command("approval", "list", "--status", "pending")
+    out = capsys.readouterr().out
+    assert str(approval.pk) in out and "pending" in out and "alpha" in out
+    assert '"https://api.openai.com:443/v1/chat"' in out
+
+
+@pytest.mark.parametrize(("choice", "status"), [("approve", "approved"), ("refuse", "refused")])
+def test_decide(approval, choice, status, capsys):
+    approver("ann")
+    call_command("approval", "decide", str(approval.pk), choice, "--user", "ann")
+    approval.refresh_from_db()
+    assert approval.status == status and approval.channel == "cli" and approval.decided_by.username == "ann"
+    assert f"{status} by ann" in capsys.readouterr().out
+    assert AuditRecord.objects.filter(kind="approval", verdict=status).exists()
+
+
+def test_decide_refuses_user_without_permission(approval):
+    User.objects.create_user("mallory", password="pw-123456789")
+    with pytest.raises(CommandError, match="may not decide"):
+        call_command("approval", "decide", str(approval.pk), "approve", "--user", "mallory")
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+def test_decide_errors_are_clear(approval):
+    approver("ann")
+    with pytest.raises(CommandError, match="no user"):
+        call_command("approval", "decide", str(approval.pk), "approve", "--user", "ghost")
+    with pytest.raises(CommandError, match="no approval"):
+        call_command("approval", "decide", "00000000-0000-0000-0000-000000000000", "approve", "--user", "ann")
+    with pytest.raises(CommandError, match="no approval"):
+        call_command("approval", "decide", "garbage", "approve", "--user", "ann")
+    call_command("approval", "decide", str(approval.pk), "refuse", "--user", "ann")
+    with pytest.raises(CommandError, match="already refused"):
+        call_command("approval", "decide", str(approval.pk), "approve", "--user", "ann")
