@@ -206,3 +206,5 @@ ROSTER_BOX_SYSTEM_CA_BUNDLE = Path(
     os.environ.get("ROSTER_BOX_SYSTEM_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
 )
 ROSTER_RUN_WAIT_POLL_SECONDS = _env_float("ROSTER_RUN_WAIT_POLL_SECONDS", 0.2)
+# A grant file is a few lines; anything larger is refused by `grants check/import`.
+ROSTER_GRANT_FILE_MAX_BYTES = _env_int("ROSTER_GRANT_FILE_MAX_BYTES", 64 * 1024)

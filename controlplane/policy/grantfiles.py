@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomli_w
+from django.conf import settings
 from django.db import transaction
 
 from controlplane.core.errors import RosterError, ValidationFailed
 from controlplane.policy.grant_services import grant_delete, grant_save
 from controlplane.policy.models import Grant
-from controlplane.policy.validation import GrantSpec, grant_to_data, validate_grant
+from controlplane.policy.validation import SLUG_RE, GrantSpec, grant_to_data, validate_grant
 
 SUFFIX = ".toml"
 
@@ -49,6 +50,13 @@ def load_dir(directory: Path) -> LoadResult:
         result.errors.append(FileError(directory, "directory", "not a directory"))
         return result
     for path in sorted(directory.glob("*" + SUFFIX)):
+        if not path.is_file():
+            result.errors.append(FileError(path, "file", "not a regular file"))
+            continue
+        if path.stat().st_size > settings.ROSTER_GRANT_FILE_MAX_BYTES:
+            limit = settings.ROSTER_GRANT_FILE_MAX_BYTES
+            result.errors.append(FileError(path, "file", f"larger than {limit} bytes"))
+            continue
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -90,6 +98,8 @@ def export_dir(directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for grant in Grant.objects.select_related("worker", "secret").order_by("slug"):
+        if not SLUG_RE.match(grant.slug):
+            raise RosterError(f"grant id {grant.slug!r} cannot be a file name; fix it in the admin first")
         path = directory / f"{grant.slug}{SUFFIX}"
         tmp = path.with_suffix(SUFFIX + ".tmp")
         tmp.write_text(dumps(grant), encoding="utf-8")

@@ -90,3 +90,13 @@ def test_preview_examples_agree_with_the_matcher():
     tunnel = GrantRule(slug="t", host="pinned.example.com", port=8443, tunnel=True)
     assert ("pinned.example.com:8443", True) in examples(tunnel)
     assert "CONNECT tunnels" in describe(tunnel)
+
+
+def test_bulk_delete_action_is_audited_per_grant(admin_client):
+    admin_client.post("/admin/policy/grant/add/", BASE)
+    admin_client.post("/admin/policy/grant/add/", {**BASE, "slug": "chat-two"})
+    ids = [str(pk) for pk in Grant.objects.values_list("pk", flat=True)]
+    resp = admin_client.post("/admin/policy/grant/", {"action": "delete_selected", "_selected_action": ids,
+                                                      "post": "yes"})
+    assert resp.status_code == 302 and not Grant.objects.exists()
+    assert AuditRecord.objects.filter(kind="grant_change", body__contains='"deleted"').count() == 2

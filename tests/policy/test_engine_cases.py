@@ -168,3 +168,16 @@ def test_grant_from_model_round_trip(db):
         "m", w.pk, ("POST",), ("/v1/**",), "ask", DataClass.SECRET)
     run = RunState(1, w.pk, DataClass.SECRET, False)
     assert evaluate(run, req(method="POST", path="/v1/x"), [rule], NOW).verdict == Verdict.ASK
+
+
+@pytest.mark.parametrize(("taint", "untrusted", "result_class", "grant_untrusted", "expected"), [
+    (DataClass.PRIVATE, False, DataClass.SECRET, False, (DataClass.SECRET, False)),
+    (DataClass.SECRET, False, DataClass.PUBLIC, False, (DataClass.SECRET, False)),
+    (DataClass.PRIVATE, False, DataClass.PUBLIC, True, (DataClass.PRIVATE, True)),
+    (DataClass.PRIVATE, True, DataClass.PRIVATE, False, (DataClass.PRIVATE, True)),
+])
+def test_taint_only_rises_and_untrusted_never_clears(taint, untrusted, result_class, grant_untrusted, expected):
+    from controlplane.policy.engine import taint_after
+
+    run = RunState(1, 7, taint, untrusted)
+    assert taint_after(run, g(result_class=result_class, untrusted=grant_untrusted)) == expected

@@ -159,3 +159,17 @@ def test_import_update_and_prune(tmp_path):
 def test_check_on_a_missing_directory_fails(tmp_path):
     with pytest.raises(CommandError, match="not a directory"):
         run("check", tmp_path / "nope")
+
+
+def test_oversized_file_is_refused(tmp_path, settings):
+    settings.ROSTER_GRANT_FILE_MAX_BYTES = 100
+    d = write(tmp_path / "g", {"big.toml": 'host = "a.example.com"\n' + "# pad\n" * 50})
+    with pytest.raises(CommandError, match="big.toml: file: larger than 100 bytes"):
+        run("check", d)
+
+
+def test_export_refuses_a_slug_that_is_not_a_file_name(tmp_path):
+    Grant.objects.create(slug="../escape", host="a.example.com")
+    with pytest.raises(CommandError, match="cannot be a file name"):
+        run("export", tmp_path / "out")
+    assert not (tmp_path / "escape.toml").exists()

@@ -100,3 +100,13 @@ def test_sentinel_cache_notices_changes_from_other_processes(settings):
                                           updated_at=a.updated_at + timedelta(seconds=1))
     settings.ROSTER_VAULT_SENTINEL_CACHE_SECONDS = 0
     assert services.sentinel_secret_ids(["roster-sentinel-" + "Q" * 32]) == {a.pk}
+
+
+def test_failed_audit_leaves_no_secret(monkeypatch):
+    def broken(*a, **k):
+        raise RuntimeError("audit unavailable")
+
+    monkeypatch.setattr(services, "audit_append", broken)
+    with pytest.raises(RuntimeError):
+        services.secret_set("a", VALUE)
+    assert not Secret.objects.exists()

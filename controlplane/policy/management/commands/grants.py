@@ -6,6 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from controlplane.core.errors import RosterError
 from controlplane.policy import grantfiles
 
 
@@ -35,7 +36,10 @@ class Command(BaseCommand):
             for key, slugs in summary.items():
                 self.stdout.write(f"{key}: {len(slugs)}" + (f" ({', '.join(slugs)})" if slugs else ""))
         else:
-            written = grantfiles.export_dir(directory)
+            try:
+                written = grantfiles.export_dir(directory)
+            except RosterError as exc:
+                raise CommandError(str(exc), returncode=1) from None
             self.stdout.write(f"wrote {len(written)} grant file(s) to {directory}")
 
     @staticmethod
