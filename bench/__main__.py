@@ -9,7 +9,8 @@ from pathlib import Path
 
 def main() -> int:
     wanted = set(sys.argv[1:])
-    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name.startswith("bench_"))
+    modules = pkgutil.iter_modules([str(Path(__file__).parent)])
+    names = sorted(m.name for m in modules if m.name.startswith("bench_"))
     failed = 0
     for name in names:
         if wanted and name.removeprefix("bench_") not in wanted:

@@ -85,7 +85,8 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
-    # A file (not :memory:) so servers started by tests can share it; per process so parallel runs don't collide.
+    # A file (not :memory:) so servers started by tests can share it; one per process so parallel
+    # runs don't collide.
     DATABASES["default"].setdefault("TEST", {})["NAME"] = os.environ.get(
         "ROSTER_TEST_DB", str(VAR_DIR / f"test-roster-{os.getpid()}.sqlite3")
     )

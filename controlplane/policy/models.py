@@ -14,7 +14,7 @@ class Grant(models.Model):
         ASK = "ask"
         DENY = "deny"
 
-    slug = models.CharField(max_length=64, unique=True, validators=[slug_validator], help_text="id = file stem")
+    slug = models.CharField(max_length=64, unique=True, validators=[slug_validator], help_text="id = file stem")  # noqa: E501
     description = models.TextField(blank=True)
     worker = models.ForeignKey(
         Worker, null=True, blank=True, on_delete=models.CASCADE, related_name="grants",

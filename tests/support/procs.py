@@ -103,8 +103,8 @@ def control_plane_env(db_name: str, redis_url: str, extra: dict[str, str] | None
 @contextlib.contextmanager
 def daphne_server(env: dict[str, str], tmp: Path) -> Iterator[str]:
     port = free_port()
-    proc = spawn([VENV_PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "controlplane.asgi:application"],
-                 env=env, log=tmp / "daphne.log")
+    args = [VENV_PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "controlplane.asgi:application"]
+    proc = spawn(args, env=env, log=tmp / "daphne.log")
     try:
         wait_for_port(port, proc=proc, timeout=30)
         yield f"http://127.0.0.1:{port}"
