@@ -113,6 +113,14 @@ CASES = [
     ("sentinel under a grant naming no secret", [g()], RUN, req(sentinels=[5]), "deny", "no_grant", "g"),
     ("sentinel toward an unmatched host", [g(secret_id=5)], RUN, req(host="evil.net", sentinels=[5]),
      "deny", "no_grant", None),
+    ("ipv6 literal, other spelling", [g(host="[2001:db8::1]")], RUN, req(host="[2001:DB8:0:0::1]"), "allow", None, "g"),
+    ("ipv6 literal, unbracketed", [g(host="[2001:db8::1]")], RUN, req(host="2001:db8::1"), "allow", None, "g"),
+    ("ipv6 literal with port glued on", [g(host="[2001:db8::1]")], RUN, req(host="[2001:db8::1]:443"), "deny", "no_grant", None),
+    ("ipv4-mapped ipv6 is not the ipv4 host", [g(host="127.0.0.1")], RUN, req(host="[::ffff:127.0.0.1]"), "deny", "no_grant", None),
+    ("short ipv4 form rejected", [g(host="127.0.0.1")], RUN, req(host="127.1"), "deny", "no_grant", None),
+    ("upper case and trailing dot", [g()], RUN, req(host="API.EXAMPLE.COM."), "allow", None, "g"),
+    ("two trailing dots rejected", [g()], RUN, req(host="api.example.com.."), "deny", "no_grant", None),
+    ("explicit default port equals absent", [g()], RUN, req(port=None), "allow", None, "g"),
     ("broken grant denies everything", [g(), g("bad", host="bad host")], RUN, req(), "deny", "policy_error", None),
 ]
 

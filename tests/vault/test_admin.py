@@ -64,3 +64,13 @@ def test_delete_is_audited(admin_client):
     resp = admin_client.post(f"/admin/vault/secret/{secret.pk}/delete/", {"post": "yes"})
     assert resp.status_code == 302 and not Secret.objects.exists()
     assert AuditRecord.objects.filter(kind="secret_change").count() == 2
+
+
+def test_kind_change_without_value_keeps_value_and_new_sentinel(admin_client):
+    secret = services.secret_set("oa", VALUE, "openai")
+    resp = admin_client.post(f"/admin/vault/secret/{secret.pk}/change/", {"name": "oa", "kind": "github",
+                                                                         "value": ""})
+    assert resp.status_code == 302
+    again = Secret.objects.get(pk=secret.pk)
+    assert again.kind == "github" and again.sentinel.startswith("ghp_")
+    assert services.secret_reveal(again) == VALUE
