@@ -17,7 +17,7 @@ DEFAULT_GRANT_SCHEMES = ("https",)
 # JSON-RPC messages that carry no tool and only set up a session; allowed under a grant that lists tools.
 MCP_SESSION_METHODS = frozenset({"initialize", "notifications/initialized", "ping", "tools/list"})
 MCP_TOOL_CALL = "tools/call"
-_TOOL_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
+TOOL_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 
 
 class PatternError(ValueError):
@@ -115,7 +115,7 @@ def compile_match(*, worker_id, host, port, schemes, methods, paths, mcp_tools, 
     if bad_methods:
         known = ", ".join(sorted(HTTP_METHODS))
         raise PatternError(f"unknown method {bad_methods[0]!r}; expected one of {known}")
-    bad_tools = [t for t in mcp_tools if not isinstance(t, str) or not _TOOL_RE.match(t)]
+    bad_tools = [t for t in mcp_tools if not isinstance(t, str) or not TOOL_RE.match(t)]
     if bad_tools:
         raise PatternError(f"MCP tool name {bad_tools[0]!r} is not valid")
     return CompiledMatch(

@@ -114,7 +114,7 @@ def validate_grant(data: dict, *, slug: str, allow_unknown_keys: bool = False) -
         except matching.PatternError as exc:
             errors["paths"] = str(exc)
     for tool in values["mcp_tools"]:
-        if not matching._TOOL_RE.match(tool):
+        if not matching.TOOL_RE.match(tool):
             errors["mcp_tools"] = f"MCP tool name {tool!r} is not valid (letters, digits, _ . : / -)"
 
     host = data.get("host")
