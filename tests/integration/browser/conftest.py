@@ -131,6 +131,8 @@ def page_for(browser, world):
         context.close()
 
 
-def hold(world, body: bytes = b"hello", path: str = "/v1/send?to=team") -> harness.HeldRequest:
+def hold(world, body: bytes = b"hello", path: str = "/v1/send?to=team",
+         headers: dict[str, str] | None = None) -> harness.HeldRequest:
     url = f"http://127.0.0.1:{world['upstream'].port}{path}"
-    return harness.HeldRequest(world["gateway"].proxy_url_with(world["token"]), url, body).start()
+    return harness.HeldRequest(world["gateway"].proxy_url_with(world["token"]), url, body,
+                               headers=headers or {}).start()

@@ -73,6 +73,7 @@ class HeldRequest:
     proxy_url: str
     url: str
     body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
     started: float = 0.0
     finished: float = 0.0
     response: httpx.Response | None = None
@@ -84,7 +85,7 @@ class HeldRequest:
             try:
                 with httpx.Client(proxy=self.proxy_url, timeout=90) as client:
                     self.response = client.post(self.url, content=self.body,
-                                                headers={"content-type": "text/html"})
+                                                headers={"content-type": "text/html", **self.headers})
             except BaseException as exc:  # noqa: BLE001 - reported by result()
                 self.error = exc
             finally:

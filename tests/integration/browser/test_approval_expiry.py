@@ -21,6 +21,10 @@ def test_unanswered_request_expires_for_client_and_page(world, page_for):
     upstream_before = len(harness._Upstream.received)
     request = hold(world)
     alice.wait_for_selector("article.approval", timeout=20000)
+    countdown = alice.locator("article.approval time.countdown")
+    first = countdown.inner_text()
+    alice.wait_for_timeout(1200)
+    assert countdown.inner_text() != first, "time left must count down"
     harness.shot(alice, "09-queue-counting-down")
     response = request.result(timeout=40)
     assert response.status_code == 403

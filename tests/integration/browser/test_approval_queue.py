@@ -83,6 +83,7 @@ def test_held_request_appears_live_and_approval_lets_it_through(world, page_for)
 
     bob.wait_for_selector(CARD, state="detached", timeout=APPEAR_TIMEOUT_MS)
     assert _not_reloaded(bob), "the second approver's page must update in place"
+    assert bob.locator("#queue-announce").text_content() == "0 pending"  # told to screen readers
     bob.wait_for_selector('tr[data-status="approved"], tr[data-status="used"]', timeout=APPEAR_TIMEOUT_MS)
     assert "alice" in bob.locator("table.recent").inner_text()
     harness.shot(bob, "04-queue-after-decision-second-approver")
@@ -138,8 +139,10 @@ def test_body_with_markup_is_shown_inert(world, page_for):
     alice.evaluate("window.__pwned = 0")
     markup = (b'<h1 id="injected">Approve me!</h1><script>window.__pwned = 1</script>'
               b'<img src="x" onerror="window.__pwned = 2"><a href="javascript:window.__pwned=3">ok</a>')
-    request = hold(world, body=markup)
+    request = hold(world, body=markup, headers={"x-api-key": "box-made-up-key-123"})
     alice.wait_for_selector(CARD, timeout=APPEAR_TIMEOUT_MS)
+    assert "box-made-up-key-123" not in alice.content()
+    assert "x-api-key" in alice.locator(f"{CARD} details.headers").inner_text()
     preview = alice.locator(f"{CARD} pre.quoted")
     assert preview.inner_text().startswith('<h1 id="injected">Approve me!</h1><script>')
     assert alice.locator("#injected").count() == 0

@@ -7,7 +7,11 @@
   function setState(name, text) { state.dataset.state = name; state.textContent = "Live updates: " + text; }
   async function refresh() {
     const resp = await fetch(queue.dataset.listUrl, {credentials: "same-origin", cache: "no-store"});
-    if (resp.ok) { queue.innerHTML = await resp.text(); tick(); }
+    if (!resp.ok) return;
+    queue.innerHTML = await resp.text();
+    const count = queue.querySelector("#pending-count");
+    document.getElementById("queue-announce").textContent = count ? count.dataset.count + " pending" : "";
+    tick();
   }
   function connect() {
     const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + queue.dataset.wsPath);
