@@ -28,9 +28,10 @@ log = logging.getLogger("roster_gateway")
 logging.getLogger("httpx").setLevel(logging.WARNING)
 
 # mitmproxy settings the gateway's guarantees depend on: nothing is dialled before a decision
-# (lazy, no upstream cert sniffing), inbound headers validated, no HTTP/3.
+# (lazy, no upstream cert sniffing), inbound headers validated, no HTTP/3, and no streamed bodies
+# (a streamed request would be judged before its body, e.g. its MCP tool, is known).
 REQUIRED_OPTIONS = {"connection_strategy": "lazy", "upstream_cert": False,
-                    "validate_inbound_headers": True, "http3": False}
+                    "validate_inbound_headers": True, "http3": False, "stream_large_bodies": None}
 FORBIDDEN_NONEMPTY = ("ignore_hosts", "allow_hosts", "tcp_hosts", "udp_hosts")
 
 
@@ -102,6 +103,10 @@ class Gateway:
                                              transport=self._transport)
             if old is not None:
                 self._spawn(old.close())
+            # mitmproxy itself answers 413 for a body over the limit, before reading it.
+            if getattr(opts, "body_size_limit", None) != str(config.max_body_bytes) and hasattr(
+                    opts, "body_size_limit"):
+                opts.update(body_size_limit=str(config.max_body_bytes))
             if config.allow_loopback_upstreams:
                 log.warning("roster_allow_loopback_upstreams is on: for tests only")
 
