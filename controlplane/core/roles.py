@@ -13,6 +13,18 @@ APPROVER_PERMS = [
 ]
 
 
+# Append-only records: nobody edits them, not even admins (the database refuses it as well).
+APPEND_ONLY_MODELS = [("audit", "auditrecord"), ("audit", "modeltrace"), ("ledger", "spendline")]
+
+
+def _admin_perms():
+    perms = Permission.objects.filter(content_type__app_label__in=ROSTER_APPS + ["auth"])
+    for app, model in APPEND_ONLY_MODELS:
+        perms = perms.exclude(content_type__app_label=app, content_type__model=model,
+                              codename__regex=r"^(add|change|delete)_")
+    return perms
+
+
 def _auditor_perms():
     perms = Permission.objects.filter(content_type__app_label__in=ROSTER_APPS, codename__startswith="view_")
     return list(perms.exclude(content_type__model="secret")) + list(
@@ -22,7 +34,7 @@ def _auditor_perms():
 
 def ensure_roles(**_kwargs) -> None:
     admins, _ = Group.objects.get_or_create(name=ADMINS)
-    admins.permissions.set(Permission.objects.filter(content_type__app_label__in=ROSTER_APPS + ["auth"]))
+    admins.permissions.set(_admin_perms())
     approvers, _ = Group.objects.get_or_create(name=APPROVERS)
     approvers.permissions.set(
         [p for app, code in APPROVER_PERMS for p in Permission.objects.filter(

@@ -118,3 +118,14 @@ def test_assets_are_served_and_nothing_else(db):
     assert client.get(reverse("web:asset", args=["queue.js"])).status_code == 200
     assert client.get("/assets/..%2Fviews.py").status_code == 404
     assert client.get(reverse("web:asset", args=["views.py"])).status_code == 404
+
+
+def test_nobody_may_edit_append_only_records(db):
+    ensure_roles()
+    admin = User.objects.create_user("root-ish")
+    admin.groups.add(Group.objects.get(name="Admins"))
+    admin = User.objects.get(pk=admin.pk)
+    assert admin.has_perm("policy.change_grant") and admin.has_perm("audit.export_auditrecord")
+    for perm in ("audit.change_auditrecord", "audit.delete_auditrecord", "audit.add_auditrecord",
+                 "ledger.change_spendline", "ledger.delete_spendline", "audit.delete_modeltrace"):
+        assert not admin.has_perm(perm), perm
