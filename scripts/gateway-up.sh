@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Starts the egress gateway (mitmdump + gateway/roster_gateway) in the background. Idempotent.
+#  - service token: var/gateway/service.token (0600), generated once; its SHA-256 goes to
+#    var/gateway-token.sha256, which the control plane reads (settings.ROSTER_GATEWAY_TOKEN_SHA256_FILE).
+#  - CA: minted by mitmproxy in var/gateway/ca (0700; the key never leaves it); only the public
+#    certificate is exported to var/gateway/mitmproxy-ca-cert.pem (settings.ROSTER_GATEWAY_CA_CERT).
+#  - listens on the box bridge's address when the bridge exists (boxes reach only that), else loopback;
+#    health on 127.0.0.1:${ROSTER_GATEWAY_HEALTH_PORT:-8081}/healthz.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+umask 077
+mkdir -p var/run var/log var/gateway/ca
+chmod 755 var/gateway  # the public certificate is exported here for boxes
+chmod 700 var/gateway/ca  # the CA key stays here
+
+pidfile=var/run/gateway.pid
+if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+  echo "gateway-up: already running (pid $(cat "$pidfile"))"; exit 0
+fi
+
+token_file=var/gateway/service.token
+if [ ! -s "$token_file" ]; then
+  gateway/.venv/bin/python -c 'import secrets; print("gst_" + secrets.token_urlsafe(32))' >"$token_file"
+fi
+chmod 600 "$token_file"
+tr -d '\n' <"$token_file" | sha256sum | cut -d' ' -f1 >var/gateway-token.sha256
+chmod 644 var/gateway-token.sha256
+
+bridge=${ROSTER_BOX_BRIDGE:-roster-br0}
+bridge_addr=$(ip -4 -o addr show dev "$bridge" 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -1 || true)
+listen_host=${ROSTER_GATEWAY_LISTEN_HOST:-${bridge_addr:-${ROSTER_GATEWAY_HOST:-127.0.0.1}}}
+listen_port=${ROSTER_GATEWAY_PORT:-8080}
+health_port=${ROSTER_GATEWAY_HEALTH_PORT:-8081}
+control_plane=${ROSTER_CONTROL_PLANE_URL:-http://127.0.0.1:${ROSTER_WEB_PORT:-8000}}
+
+nohup setsid gateway/.venv/bin/mitmdump -q -s gateway/roster_gateway/script.py \
+  --set listen_host="$listen_host" --set listen_port="$listen_port" \
+  --set confdir="$PWD/var/gateway/ca" \
+  --set connection_strategy=lazy --set upstream_cert=false \
+  --set roster_control_plane="$control_plane" \
+  --set roster_service_token_file="$PWD/$token_file" \
+  --set roster_decide_timeout_ms="${ROSTER_GATEWAY_DECIDE_TIMEOUT_MS:-2000}" \
+  --set roster_hold_seconds="${ROSTER_GATEWAY_HOLD_SECONDS:-60}" \
+  --set roster_health_port="$health_port" \
+  --set roster_ca_cert_export="$PWD/var/gateway/mitmproxy-ca-cert.pem" \
+  >var/log/gateway.log 2>&1 &
+echo $! >"$pidfile"
+
+for _ in $(seq 1 60); do
+  if curl -s -o /dev/null "http://127.0.0.1:$health_port/healthz"; then
+    echo "gateway-up: listening on $listen_host:$listen_port (health http://127.0.0.1:$health_port/healthz," \
+         "CA certificate var/gateway/mitmproxy-ca-cert.pem)"
+    exit 0
+  fi
+  kill -0 "$(cat "$pidfile")" 2>/dev/null || break
+  sleep 0.25
+done
+echo "gateway-up: the gateway did not start; see var/log/gateway.log" >&2
+exit 1
