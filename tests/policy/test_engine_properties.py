@@ -11,7 +11,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controlplane.core.taint import DataClass
-from controlplane.policy.engine import GrantRule, RequestFacts, RunState, Verdict, evaluate, is_authentic
+from controlplane.policy.engine import (
+    GrantRule,
+    McpCall,
+    RequestFacts,
+    RunState,
+    Verdict,
+    evaluate,
+    is_authentic,
+)
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 HOSTS = ["api.example.com", "example.com", "a.b.example.com", "other.net"]
@@ -21,16 +29,16 @@ PATTERNS = ["/v1/**", "/v1/*", "/v1/chat", "/admin/**", "/*/chat", "/**"]
 PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 grants_st = st.lists(st.builds(
-    lambda i, host, mode, taint, expiry, enabled, worker, methods, paths, port: GrantRule(
+    lambda i, host, mode, taint, expiry, enabled, worker, methods, paths, port, tools: GrantRule(
         slug=f"g{i}", host=host, mode=mode, max_taint=taint, expires_at=expiry, enabled=enabled,
-        worker_id=worker, methods=methods, paths=paths, port=port),
+        worker_id=worker, methods=methods, paths=paths, port=port, mcp_tools=tools),
     st.integers(0, 10**6), st.sampled_from(GRANT_HOSTS + ["api.example.com", "*.example.com"] * 2),
     st.sampled_from(["auto", "auto", "auto", "ask", "deny"]),
     st.sampled_from(list(DataClass)), st.sampled_from([None, None, NOW - timedelta(seconds=1), NOW + timedelta(hours=1)]),
     st.sampled_from([True, True, True, False]), st.sampled_from([None, None, 1, 2]),
     st.sampled_from([(), (), ("GET",), ("POST", "GET")]),
     st.one_of(st.just(()), st.lists(st.sampled_from(PATTERNS), max_size=2).map(tuple)),
-    st.sampled_from([None, None, 443, 8443]),
+    st.sampled_from([None, None, 443, 8443]), st.sampled_from([(), (), ("search",)]),
 ), max_size=6, unique_by=lambda g: g.slug)
 
 canonical_st = st.fixed_dictionaries({
@@ -38,6 +46,8 @@ canonical_st = st.fixed_dictionaries({
     "host": st.sampled_from(HOSTS + ["api.example.com"] * 3),
     "port": st.sampled_from([443, 443, 443, 8443]),
     "segments": st.lists(st.sampled_from(SEGMENTS), max_size=3),
+    "mcp": st.sampled_from([(), (), (), (), (), (), (McpCall("tools/call", "search"),), (McpCall("tools/call", "delete"),),
+                            (McpCall("initialize", None),), (McpCall("tools/call", "search"), McpCall("tools/call", "x"))]),
 })
 run_st = st.builds(RunState, st.just(1), st.sampled_from([1, 2]), st.sampled_from(list(DataClass)), st.booleans())
 
@@ -53,6 +63,10 @@ def reference_matches(g: GrantRule, worker_id: int, c: dict) -> bool:
     elif c["host"] != g.host:
         return False
     if g.methods and c["method"] not in g.methods:
+        return False
+    if g.mcp_tools and not (c["mcp"] and all(
+            (m.method == "tools/call" and m.tool in g.mcp_tools) or (m.method == "initialize" and m.tool is None)
+            for m in c["mcp"])):
         return False
     if g.paths:
         regexes = [re.escape(p[:-3]).replace(r"\*", "[^/]*") + "(/.*)?" if p.endswith("/**")
@@ -87,7 +101,8 @@ def tricked(draw, c):
     if draw(st.booleans()):
         path += "?q=/admin/../x"
     port = None if c["port"] == 443 and draw(st.booleans()) else c["port"]
-    return RequestFacts(c["method"].lower() if draw(st.booleans()) else c["method"], "https", host, port, path)
+    return RequestFacts(c["method"].lower() if draw(st.booleans()) else c["method"], "https", host, port, path,
+                        c["mcp"])
 
 
 @PROPS
@@ -102,7 +117,7 @@ def test_allow_needs_an_auto_grant_and_tricks_never_widen(grants, run, c, data):
         assert g.expires_at is None or g.expires_at > NOW
         assert reference_matches(g, run.worker_id, c)
         assert could_allow(grants, run, c)
-        canonical = RequestFacts(c["method"], "https", c["host"], c["port"], "/" + "/".join(c["segments"]))
+        canonical = RequestFacts(c["method"], "https", c["host"], c["port"], "/" + "/".join(c["segments"]), c["mcp"])
         plain = evaluate(run, canonical, grants, NOW)
         assert plain.verdict == Verdict.ALLOW and plain.grant == g
 
