@@ -5,10 +5,15 @@
   const state = document.getElementById("live-state");
   if (!queue) return;
   function setState(name, text) { state.dataset.state = name; state.textContent = "Live updates: " + text; }
+  let latest = 0;
   async function refresh() {
+    const mine = ++latest;  // overlapping fetches: only the newest answer is shown
     const resp = await fetch(queue.dataset.listUrl, {credentials: "same-origin", cache: "no-store"});
+    if (resp.redirected) { location.reload(); return; }  // signed out: let the page go to login
     if (!resp.ok) return;
-    queue.innerHTML = await resp.text();
+    const html = await resp.text();
+    if (mine !== latest) return;
+    queue.innerHTML = html;
     const count = queue.querySelector("#pending-count");
     document.getElementById("queue-announce").textContent = count ? count.dataset.count + " pending" : "";
     tick();
