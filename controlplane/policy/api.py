@@ -19,7 +19,7 @@ from django.utils import timezone
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
-from pydantic import ConfigDict, Field, StrictInt, StrictStr
+from pydantic import ConfigDict, Field, StrictInt, StrictStr, field_validator
 
 from controlplane.approvals.models import Approval
 from controlplane.approvals.selectors import approval_status
@@ -133,6 +133,15 @@ class TraceIn(Strict):
     decision_id: Annotated[StrictStr, Field(min_length=1, max_length=64)]
     body_b64: Annotated[StrictStr, Field(max_length=(settings.ROSTER_TRACE_MAX_BYTES + 2) // 3 * 4)]
 
+    @field_validator("body_b64")
+    @classmethod
+    def _strict_base64(cls, value: str) -> str:
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("body_b64 is not valid base64") from None
+        return value
+
 
 class OkOut(Strict):
     ok: bool
@@ -202,13 +211,10 @@ def outcome(request, body: OutcomeIn):
     return Status(200, {"ok": True})
 
 
-@router.post("/trace", response={200: OkOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut},
+@router.post("/trace", response={200: OkOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut},
              summary="Store a model input byte-exactly")
 def trace(request, body: TraceIn):
-    try:
-        raw = base64.b64decode(body.body_b64, validate=True)
-    except (binascii.Error, ValueError):
-        return Status(422, {"detail": "body_b64 is not valid base64"})
+    raw = base64.b64decode(body.body_b64, validate=True)
     if len(raw) > settings.ROSTER_TRACE_MAX_BYTES:
         return Status(413, {"detail": "trace body too large"})
     try:
