@@ -50,13 +50,15 @@ def test_wrong_key_fails_clearly_without_the_value(vault_key):
     assert "cannot be decrypted" in str(info.value) and VALUE not in str(info.value)
 
 
-@pytest.mark.parametrize("mode", [0o644])
-def test_control_plane_refuses_to_start_with_an_unsafe_key(tmp_path, mode):
+@pytest.mark.parametrize(("mode", "content", "message"), [
+    (0o644, None, "chmod 600"), (0o600, b"garbage", "does not hold a Fernet key"),
+])
+def test_control_plane_refuses_to_start_with_a_bad_key(tmp_path, mode, content, message):
     key = tmp_path / "vault.key"
-    key.write_bytes(Fernet.generate_key())
+    key.write_bytes(content or Fernet.generate_key())
     os.chmod(key, mode)
     env = {**os.environ, "ROSTER_VAULT_KEY_FILE": str(key), "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
     proc = subprocess.run([sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode != 0
-    assert "vault key file" in proc.stderr and "chmod 600" in proc.stderr
+    assert "vault key file" in proc.stderr and message in proc.stderr
