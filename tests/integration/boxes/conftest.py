@@ -1,0 +1,152 @@
+"""Real Docker, a real gateway (mitmdump), a real control plane (daphne) and, where dispatch goes through
+the queue, real Redis and a real Celery worker. One locked network, one image and one stack per session;
+boxes are short-lived. Every Docker resource carries a per-session prefix and is removed at the end."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import secrets
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import pytest
+from django.db import connections
+
+from tests.conftest import GATEWAY_SERVICE_TOKEN
+from tests.integration.boxes.servers import TestCA
+from tests.support import procs
+from tests.support.gateway import gateway_process
+
+REPO = procs.REPO
+PROBE = Path(__file__).with_name("probe.py")
+
+
+@dataclass
+class BoxSite:
+    namespace: str
+    network: str
+    bridge: str
+    gateway_ip: str
+    gateway_port: int
+    image: str
+    tmp: Path
+    settings: dict  # setting name -> value, applied in this process and passed to child processes
+
+    def child_env(self, **extra) -> dict[str, str]:
+        return {name: str(value) for name, value in {**self.settings, **extra}.items()}
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    client = docker.from_env(timeout=60)
+    client.ping()
+    return client
+
+
+@pytest.fixture(scope="session")
+def box_site(docker_client, tmp_path_factory):
+    subprocess.run([str(REPO / "workers" / "build.sh")], check=True, capture_output=True, timeout=900)
+    namespace = "rst" + secrets.token_hex(3)
+    network, bridge, port = f"{namespace}-net", f"{namespace}br", procs.free_port()
+    subprocess.run([str(REPO / "scripts" / "network-lockdown.sh"), network, bridge, str(port)], check=True,
+                   capture_output=True, timeout=60)
+    tmp = tmp_path_factory.mktemp("boxes")
+    gateway_ip = docker_client.networks.get(network).attrs["IPAM"]["Config"][0]["Gateway"]
+    image = "roster-box:latest"
+    site = BoxSite(
+        namespace=namespace, network=network, bridge=bridge, gateway_ip=gateway_ip, gateway_port=port,
+        image=image, tmp=tmp,
+        settings={
+            "ROSTER_BOX_NAMESPACE": namespace, "ROSTER_BOX_NETWORK": network, "ROSTER_GATEWAY_PORT": port,
+            "ROSTER_BOX_IMAGE": image, "ROSTER_BOX_RUNS_DIR": tmp / "runs",
+            "ROSTER_BOX_CODE_DIR": tmp / "code",
+            "ROSTER_VAULT_KEY_FILE": tmp / "vault.key", "ROSTER_REAP_EXITED_GRACE_SECONDS": 1,
+        },
+    )
+    try:
+        yield site
+    finally:
+        for label in (f"roster.namespace={namespace}", f"roster.test={namespace}"):
+            for container in docker_client.containers.list(all=True, filters={"label": label}):
+                with contextlib.suppress(docker.errors.DockerException):
+                    container.remove(force=True)
+        with contextlib.suppress(docker.errors.DockerException):
+            docker_client.networks.get(network).remove()
+        subprocess.run([str(REPO / "scripts" / "network-unlock.sh"), bridge], check=False, timeout=60)
+
+
+@dataclass
+class Stack:
+    site: BoxSite
+    control_plane_url: str
+    gateway: object
+    settings: dict
+    upstream_ca: TestCA
+
+
+@pytest.fixture(scope="session")
+def box_stack(box_site, django_db_setup, django_db_blocker, redis_url, tmp_path_factory):
+    """daphne (the decision API) and the gateway listening where boxes can reach it."""
+    tmp = tmp_path_factory.mktemp("stack")
+    upstream_ca = TestCA(tmp)
+    db_name = connections["default"].settings_dict["NAME"]
+    token_sha = hashlib.sha256(GATEWAY_SERVICE_TOKEN.encode()).hexdigest()
+    env = procs.control_plane_env(db_name, redis_url,
+                                  box_site.child_env(ROSTER_GATEWAY_TOKEN_SHA256=token_sha))
+    with procs.daphne_server(env, tmp) as url, gateway_process(
+        url, GATEWAY_SERVICE_TOKEN, tmp, allow_loopback_upstreams=True,
+        # All interfaces so the helper's loopback readiness check works; the host firewall still lets
+        # boxes reach only this port on the bridge address.
+        extra_options={"listen_host": "0.0.0.0", "listen_port": box_site.gateway_port,
+                       "ssl_verify_upstream_trusted_ca": upstream_ca.cert_path},
+    ) as gw:
+        settings = {**box_site.settings, "ROSTER_GATEWAY_CA_CERT": gw.ca_cert_path,
+                    "ROSTER_GATEWAY_HEALTH_URL": gw.health_url}
+        yield Stack(site=box_site, control_plane_url=url, gateway=gw, settings=settings,
+                    upstream_ca=upstream_ca)
+
+
+@pytest.fixture
+def stack(box_stack, settings, transactional_db):
+    """The session stack, with this process's settings pointing at it."""
+    for name, value in box_stack.settings.items():
+        setattr(settings, name, value)
+    return box_stack
+
+
+@pytest.fixture(scope="session")
+def celery_env(box_stack, redis_url, django_db_setup):
+    db_name = connections["default"].settings_dict["NAME"]
+    token_sha = hashlib.sha256(GATEWAY_SERVICE_TOKEN.encode()).hexdigest()
+    return procs.control_plane_env(db_name, redis_url, {
+        **{k: str(v) for k, v in box_stack.settings.items()}, "ROSTER_GATEWAY_TOKEN_SHA256": token_sha,
+    })
+
+
+@pytest.fixture(scope="session")
+def celery_broker(redis_url):
+    """This process's Celery app publishes to the test Redis."""
+    from controlplane.celery import app
+
+    previous = app.conf.broker_url
+    app.conf.broker_url = redis_url
+    yield app
+    app.conf.broker_url = previous
+
+
+@pytest.fixture(scope="session")
+def celery_worker_proc(celery_env, celery_broker, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("celery")
+    with procs.celery_worker(celery_env, tmp) as proc:
+        yield proc, tmp
+
+
+def install_probe(site: BoxSite, worker_name: str) -> str:
+    code = Path(site.settings["ROSTER_BOX_CODE_DIR"]) / worker_name
+    code.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PROBE, code / "probe.py")
+    return "/code/probe.py"
