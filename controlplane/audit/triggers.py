@@ -5,7 +5,9 @@ The one sanctioned exception is `manage.py flush` against a *test* database (Dja
 empties tables between transactional tests): on SQLite it deletes rows, so the DELETE trigger asks the
 connection-local function roster_purge_allowed(), which is true only inside that command. A connection
 that never registered the function (sqlite3 shell, another program) gets an error: still refused.
-On PostgreSQL flush uses TRUNCATE, which row triggers do not see; TRUNCATE needs table ownership."""
+On PostgreSQL flush uses TRUNCATE: a statement trigger refuses it unless the session set
+roster.allow_purge (only that command does). Whoever can drop triggers can do this too: the triggers
+stop application code and mistakes; the hash chain is what detects a determined tamperer."""
 
 from __future__ import annotations
 
@@ -20,6 +22,14 @@ BEGIN
     RAISE EXCEPTION '% on % refused: the table is append-only', TG_OP, TG_TABLE_NAME;
 END
 $$;
+CREATE OR REPLACE FUNCTION roster_refuse_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF coalesce(current_setting('roster.allow_purge', true), '') <> 'on' THEN
+        RAISE EXCEPTION 'TRUNCATE on % refused: the table is append-only', TG_TABLE_NAME;
+    END IF;
+    RETURN NULL;
+END
+$$;
 """
 
 
@@ -28,12 +38,18 @@ def purge_allowed() -> int:
 
 
 @contextlib.contextmanager
-def allow_purge():
+def allow_purge(connection):
     _state.purging = True
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute("SET roster.allow_purge = 'on'")
     try:
         yield
     finally:
         _state.purging = False
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cur:
+                cur.execute("RESET roster.allow_purge")
 
 
 def register_sqlite_functions(connection) -> None:
@@ -54,6 +70,8 @@ def create_sql(vendor: str, table: str) -> list[str]:
             PG_FUNCTION,
             f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
             f"FOR EACH ROW EXECUTE FUNCTION roster_refuse_change();",
+            f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION roster_refuse_truncate();",
         ]
     raise RuntimeError(f"append-only triggers not implemented for {vendor}")
 
@@ -61,7 +79,8 @@ def create_sql(vendor: str, table: str) -> list[str]:
 def drop_sql(vendor: str, table: str) -> list[str]:
     if vendor == "sqlite":
         return [f"DROP TRIGGER IF EXISTS {table}_no_update;", f"DROP TRIGGER IF EXISTS {table}_no_delete;"]
-    return [f"DROP TRIGGER IF EXISTS {table}_append_only ON {table};"]
+    return [f"DROP TRIGGER IF EXISTS {table}_append_only ON {table};",
+            f"DROP TRIGGER IF EXISTS {table}_no_truncate ON {table};"]
 
 
 def migration_ops(table: str):
@@ -69,10 +88,10 @@ def migration_ops(table: str):
 
     def forward(apps, schema_editor):
         for sql in create_sql(schema_editor.connection.vendor, table):
-            schema_editor.execute(sql)
+            schema_editor.execute(sql, None)
 
     def backward(apps, schema_editor):
         for sql in drop_sql(schema_editor.connection.vendor, table):
-            schema_editor.execute(sql)
+            schema_editor.execute(sql, None)
 
     return forward, backward

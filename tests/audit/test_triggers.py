@@ -64,8 +64,8 @@ def test_flush_outside_test_database_is_refused(settings):
     audit_append("decision", {})
     name = connection.settings_dict["NAME"]
     try:
-        connection.settings_dict["NAME"] = name + "-not-the-test-db"
-        # Same file, but flush no longer recognises it as the test database: the trigger refuses.
+        connection.settings_dict["NAME"] = "roster-production"
+        # Same open connection, but flush no longer sees a test database: the triggers refuse.
         with pytest.raises(Exception, match="couldn't be flushed") as err:
             call_command("flush", interactive=False, verbosity=0)
         assert "append-only" in str(err.value.__cause__)
@@ -79,3 +79,13 @@ def test_flush_of_the_test_database_empties_the_tables():
     audit_append("decision", {})
     call_command("flush", interactive=False, verbosity=0)
     assert AuditRecord.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_truncate_is_refused_on_postgresql():
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has no TRUNCATE (it is DELETE, covered above)")
+    audit_append("decision", {})
+    with pytest.raises(DatabaseError, match="append-only"):
+        _raw("TRUNCATE audit_auditrecord")
+    assert AuditRecord.objects.count() == 1

@@ -3,14 +3,22 @@ flushes between transactional tests). Against any other database the triggers st
 
 from django.core.management.commands.flush import Command as DjangoFlush
 from django.db import connections
+from django.db.backends.base.creation import TEST_DATABASE_PREFIX
 
 from controlplane.audit.triggers import allow_purge
+
+
+def is_test_database(conn) -> bool:
+    """True while the test runner has switched this connection to its test database."""
+    name = str(conn.settings_dict["NAME"])
+    test_name = (conn.settings_dict.get("TEST") or {}).get("NAME")
+    return name == str(test_name) if test_name else name.startswith(TEST_DATABASE_PREFIX)
 
 
 class Command(DjangoFlush):
     def handle(self, **options):
         conn = connections[options["database"]]
-        if conn.settings_dict["NAME"] != conn.creation._get_test_db_name():
+        if not is_test_database(conn):
             return super().handle(**options)
-        with allow_purge():
+        with allow_purge(conn):
             return super().handle(**options)
