@@ -139,13 +139,19 @@ def match(
     `host` and `path` must already be normalised, `port` explicit."""
     if compiled.worker_id is not None and compiled.worker_id != worker_id:
         return None
+    # Host first: it is what rules out most grants, and it is a string comparison.
+    if compiled.wildcard:
+        if not host.endswith("." + compiled.host):
+            return None
+    elif host != compiled.host:
+        return None
     if compiled.tunnel:
         if scheme != "tunnel" or method != "CONNECT":
             return None
     elif scheme not in compiled.schemes:
         return None
     expected_port = compiled.port if compiled.port is not None else DEFAULT_PORTS[scheme]
-    if port != expected_port or not host_matches(compiled, host):
+    if port != expected_port:
         return None
     if compiled.methods and method not in compiled.methods:
         return None
