@@ -125,12 +125,6 @@ def compile_match(*, worker_id, host, port, schemes, methods, paths, mcp_tools, 
     )
 
 
-def host_matches(compiled: CompiledMatch, host: str) -> bool:
-    if not compiled.wildcard:
-        return host == compiled.host
-    return host.endswith("." + compiled.host)
-
-
 def match(
     compiled: CompiledMatch, *, worker_id, method: str, scheme: str, host: str, port: int, path: str,
     mcp: tuple,
