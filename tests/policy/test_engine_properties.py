@@ -152,3 +152,15 @@ def test_evaluate_never_raises_and_allows_only_what_a_grant_names(grants, run, m
     if decision.verdict == Verdict.ALLOW:
         g = decision.grant
         assert g.enabled and g.mode == "auto" and g.max_taint >= run.taint
+
+
+@settings(max_examples=100, deadline=None)
+@given(run=run_st, granted=st.ip_addresses(v=6), exploded=st.booleans(), upper=st.booleans(),
+       bracket=st.booleans(), data=st.data())
+def test_ipv6_spellings_match_only_the_same_address(run, granted, exploded, upper, bracket, data):
+    asked = data.draw(st.one_of(st.just(granted), st.ip_addresses(v=6)))
+    rule = GrantRule(slug="v6", host=f"[{granted.compressed}]", max_taint=DataClass.SECRET)
+    text = asked.exploded if exploded else asked.compressed
+    text = text.upper() if upper else text
+    decision = evaluate(run, RequestFacts("GET", "https", f"[{text}]" if bracket else text, 443, "/"), [rule], NOW)
+    assert (decision.verdict == Verdict.ALLOW) == (asked == granted)
