@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from controlplane.web.audit_filters import AuditFilterForm
 from controlplane.web.models import ChainCheck
 from controlplane.web.security import hardened
+from controlplane.web.selectors import audit_rows
 
 VIEW_PERM = "audit.view_auditrecord"
 EXPORT_PERM = "audit.export_auditrecord"
@@ -32,7 +33,7 @@ def audit_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "web/audit_list.html", {
-        "form": form, "page": page, "query": query.urlencode(),
+        "form": form, "page": page, "rows": audit_rows(page.object_list), "query": query.urlencode(),
         "last_check": ChainCheck.objects.select_related("run_by").first(),
         "can_export": request.user.has_perm(EXPORT_PERM),
     })

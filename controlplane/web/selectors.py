@@ -10,7 +10,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from controlplane.approvals.models import Approval
-from controlplane.audit.models import AuditRecord
+from controlplane.audit.models import AuditRecord, ModelTrace
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run, Worker
 from controlplane.ledger.models import SpendLine
@@ -198,3 +198,22 @@ def run_timeline(run: Run) -> list[TimelineEntry]:
         ))
     entries.sort(key=lambda e: (e.at, e.seq if e.seq is not None else 1 << 62))
     return entries
+
+
+def run_traces(run: Run) -> QuerySet[ModelTrace]:
+    """Model inputs stored byte-exactly for this run (the bodies stay in the database, not on the page)."""
+    return (ModelTrace.objects.filter(run_id_ref=run.pk).order_by("created_at", "id")
+            .only("created_at", "grant_slug", "decision_id", "method", "url", "sha256", "size"))
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    record: AuditRecord
+    data: str
+
+
+def audit_rows(records) -> list[AuditRow]:
+    """A page of records with each one's data as indented JSON, sentinels masked."""
+    sentinels = known_sentinels()
+    return [AuditRow(r, mask_text(json.dumps(_record_data(r), indent=1, sort_keys=True,
+                                             ensure_ascii=False), sentinels)) for r in records]

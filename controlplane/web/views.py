@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -59,6 +60,9 @@ def run_timeline(request: HttpRequest, run_id: int) -> HttpResponse:
         "entries": selectors.run_timeline(run),
         "approvals": selectors.approval_cards_for_run(run),
         "totals": selectors.run_totals(run),
+        "traces": selectors.run_traces(run),
+        "output": run.output[: settings.ROSTER_WEB_OUTPUT_PREVIEW_CHARS],
+        "output_cut": len(run.output) > settings.ROSTER_WEB_OUTPUT_PREVIEW_CHARS or run.output_truncated,
     })
 
 

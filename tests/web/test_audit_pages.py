@@ -142,3 +142,10 @@ def test_verify_needs_csrf_and_post(auditor, records):
     assert client.post(VERIFY).status_code == 403
     assert client.get(VERIFY).status_code == 405
     assert not ChainCheck.objects.exists()
+
+
+def test_record_data_is_shown_escaped(auditor, run):
+    audit_append("tripwire", {"url": "https://x.example/<img src=x onerror=alert(1)>"}, run=run,
+                 verdict="deny", reason="no_grant")
+    html = _login(auditor).get(AUDIT, {"kind": "tripwire"}).content.decode()
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html and "<img src=x" not in html

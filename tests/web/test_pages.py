@@ -129,3 +129,16 @@ def test_nobody_may_edit_append_only_records(db):
     for perm in ("audit.change_auditrecord", "audit.delete_auditrecord", "audit.add_auditrecord",
                  "ledger.change_spendline", "ledger.delete_spendline", "audit.delete_modeltrace"):
         assert not admin.has_perm(perm), perm
+
+
+def test_timeline_shows_output_as_quoted_data_and_traces(approver, run):
+    from controlplane.audit.models import ModelTrace
+
+    Run.objects.filter(pk=run.pk).update(output="<script>alert('out')</script>done")
+    ModelTrace.objects.create(run_id_ref=run.pk, grant_slug="model", decision_id="dc_t", method="POST",
+                              url="https://api.model.example/v1/chat", sha256="cd" * 32, size=321,
+                              body=b"prompt")
+    html = _login(approver).get(reverse("web:run", args=[run.pk])).content.decode()
+    assert "&lt;script&gt;alert(&#x27;out&#x27;)&lt;/script&gt;done" in html and "<script>alert" not in html
+    assert "https://api.model.example/v1/chat" in html and "321" in html
+    assert "prompt" not in html  # the traced body itself stays in the database
