@@ -142,7 +142,9 @@ def run_dispatch(run_id: int) -> None:
                    image_id=image_id, container_id=container.id) is None:
             log.info("run %s ended while its box was starting; removing the box", run_id)
             return
-        run_finish(run_id, box.box_watch(container, deadline))
+        outcome = box.box_watch(container, deadline)
+        box.box_remove(client, run_id)  # gone before the run reads as ended
+        run_finish(run_id, outcome)
     except Exception as exc:
         log.exception("run %s: dispatch failed", run_id)
         run_end(run_id, Run.Status.FAILED, f"dispatch failed: {exc.__class__.__name__}: {str(exc)[:300]}")

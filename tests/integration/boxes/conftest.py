@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import secrets
 import shutil
+import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,11 +141,62 @@ def celery_broker(redis_url):
     app.conf.broker_url = previous
 
 
+class CeleryWorkers:
+    """The session's Celery worker, which a test may kill hard (SIGKILL: its watchers die mid-run, as
+    in a crash) and start again."""
+
+    def __init__(self, env: dict[str, str], tmp: Path):
+        self.env, self.tmp = env, tmp
+        self.stack = contextlib.ExitStack()
+        self.proc = None
+
+    def start(self):
+        self.proc = self.stack.enter_context(procs.celery_worker(self.env, self.tmp))
+        return self.proc
+
+    def kill(self):
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        self.stack.close()
+        self.stack = contextlib.ExitStack()
+
+    def close(self):
+        self.stack.close()
+
+    def log(self) -> str:
+        path = self.tmp / "celery.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
 @pytest.fixture(scope="session")
-def celery_worker_proc(celery_env, celery_broker, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("celery")
-    with procs.celery_worker(celery_env, tmp) as proc:
-        yield proc, tmp
+def celery_workers(celery_env, celery_broker, tmp_path_factory):
+    workers = CeleryWorkers(celery_env, tmp_path_factory.mktemp("celery"))
+    workers.start()
+    try:
+        yield workers
+    finally:
+        workers.close()
+
+
+@pytest.fixture
+def queued_stack(stack, celery_workers):
+    """The stack plus a live Celery worker consuming dispatches (restarted if a test killed it)."""
+    if celery_workers.proc is None or celery_workers.proc.poll() is not None:
+        celery_workers.start()
+    return stack
+
+
+def wait_for_run(run_id: int, statuses, timeout: float = 60.0):
+    from controlplane.fleet.models import Run
+
+    deadline = time.monotonic() + timeout
+    while True:
+        run = Run.objects.get(pk=run_id)
+        if run.status in statuses:
+            return run
+        if time.monotonic() > deadline:
+            raise AssertionError(f"run {run_id} still {run.status} ({run.status_reason}) after {timeout}s")
+        time.sleep(0.1)
 
 
 def install_probe(site: BoxSite, worker_name: str) -> str:

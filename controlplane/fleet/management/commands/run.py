@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 
 from django.conf import settings
@@ -45,6 +44,28 @@ def _line(run: Run) -> str:
 class Command(BaseCommand):
     help = "Create, start, watch and cancel runs."
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        """Everything after the first `--` is the box's command, options included (argparse's own `--`
+        handling does not reach through subcommands)."""
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parse = parser.parse_args
+
+        def parse_args(args=None, namespace=None):
+            args = list(args or [])
+            tail = []
+            if "--" in args:
+                cut = args.index("--")
+                args, tail = args[:cut], args[cut + 1:]
+            parsed = parse(args, namespace)
+            if getattr(parsed, "action", None) == "start":
+                parsed.command = list(parsed.command) + tail
+            elif tail:
+                parser.error("only `run start` takes a command after --")
+            return parsed
+
+        parser.parse_args = parse_args
+        return parser
+
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
         create = sub.add_parser("create", help="record a run without starting a box")
@@ -54,7 +75,7 @@ class Command(BaseCommand):
         start.add_argument("worker")
         start.add_argument("--proactive", action="store_true", help="not filed by a human: budgets gate it")
         start.add_argument("--timeout", type=int, default=None, help="seconds before the box is killed")
-        start.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS…")
+        start.add_argument("command", nargs="*", help="-- COMMAND ARGS…")
         wait = sub.add_parser("wait", help="wait for a run to end")
         wait.add_argument("id", type=int)
         wait.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
@@ -80,7 +101,6 @@ class Command(BaseCommand):
         self.stdout.write(f"token {raw}")  # shown once; only its SHA-256 is kept
 
     def do_start(self, *, worker, proactive, timeout, command, **_):
-        command = command[1:] if command[:1] == ["--"] else command
         if not command:
             raise CommandError("give the command after --, e.g. run start WORKER -- python3 -m agent")
         if timeout is not None and timeout <= 0:
@@ -96,9 +116,9 @@ class Command(BaseCommand):
                 raise CommandError(f"{_line(run)}; still live after {timeout}s")
             time.sleep(settings.ROSTER_RUN_WAIT_POLL_SECONDS)
             run = _run(id)
-        self.stdout.write(_line(run))
         if run.status != Run.Status.SUCCEEDED:
-            raise CommandError(f"run {run.pk} did not succeed")
+            raise CommandError(f"{_line(run)}: did not succeed")
+        self.stdout.write(_line(run))
 
     def do_logs(self, *, id, **_):
         run = _run(id)
