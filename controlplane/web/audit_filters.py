@@ -11,6 +11,8 @@ from controlplane.audit.models import AuditRecord
 
 KINDS = ["decision", "tripwire", "approval", "spend", "credential_use", "grant_change", "run_state",
          "trace", "secret_change"]
+# The format <input type="datetime-local"> shows; Django's default (with a space) would show blank.
+LOCAL_INPUT = "%Y-%m-%dT%H:%M"
 VERDICTS = ["allow", "deny", "ask", "approved", "refused", "expired"]
 
 
@@ -18,11 +20,15 @@ def _choices(values: list[str]) -> list[tuple[str, str]]:
     return [("", "any")] + [(v, v) for v in values]
 
 
+def _local_input() -> forms.DateTimeInput:
+    return forms.DateTimeInput(format=LOCAL_INPUT, attrs={"type": "datetime-local"})
+
+
 class AuditFilterForm(forms.Form):
     since = forms.DateTimeField(required=False, label="From (UTC)",
-                                widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+                                widget=_local_input())
     until = forms.DateTimeField(required=False, label="Until (UTC)",
-                                widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+                                widget=_local_input())
     worker = forms.CharField(required=False, max_length=64, label="Worker")
     run = forms.IntegerField(required=False, min_value=1, label="Run id")
     kind = forms.ChoiceField(required=False, label="Kind")

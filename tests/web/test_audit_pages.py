@@ -149,3 +149,8 @@ def test_record_data_is_shown_escaped(auditor, run):
                  verdict="deny", reason="no_grant")
     html = _login(auditor).get(AUDIT, {"kind": "tripwire"}).content.decode()
     assert "&lt;img src=x onerror=alert(1)&gt;" in html and "<img src=x" not in html
+
+
+def test_time_filters_keep_their_value_in_the_form(auditor, records):
+    html = _login(auditor).get(AUDIT, {"since": "2026-01-02T03:04"}).content.decode()
+    assert 'value="2026-01-02T03:04"' in html
