@@ -34,12 +34,12 @@ def control_plane_env(db_name: str, redis_url: str, service_token: str, ttl_seco
 
 
 class _Upstream(http.server.BaseHTTPRequestHandler):
-    received: list[tuple[str, str, bytes]] = []
+    received: list[tuple[str, str, bytes, dict[str, str]]] = []
 
     def _answer(self):
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
-        self.received.append((self.command, self.path, body))
+        self.received.append((self.command, self.path, body, {k.lower(): v for k, v in self.headers.items()}))
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(UPSTREAM_BODY)))
