@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 
 from controlplane.vault.models import Secret
 
-MASK = "••••••"
+MASK = "[masked]"  # the same marker the decision service uses in its snapshot
 # Header names whose value is a credential whatever it looks like.
 _SENSITIVE_NAME = re.compile(
     r"(authorization|cookie|token|secret|password|passwd|api[-_]?key|apikey|session|credential|signature|"
