@@ -3,6 +3,7 @@ request is held at the gateway until someone decides."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -152,3 +153,18 @@ def test_body_with_markup_is_shown_inert(world, page_for):
     harness.shot(alice, "08-queue-markup-inert")
     alice.locator(CARD).get_by_role("button", name="Deny").click()
     assert request.result().status_code == 403
+
+
+def test_a_signed_out_page_goes_back_to_login_on_the_next_change(world, page_for):
+    from django.contrib.sessions.models import Session
+
+    from controlplane.approvals.broadcast import approval_changed
+
+    bob = page_for(world["bob"])
+    Session.objects.all().delete()  # signed out elsewhere (or the session expired)
+    # From another thread: this one runs Playwright's event loop.
+    notifier = threading.Thread(target=approval_changed, args=("0" * 32, "pending"))
+    notifier.start()
+    notifier.join(10)
+    bob.wait_for_url("**/accounts/login/**", timeout=10000)
+    assert bob.get_by_role("heading", name="Sign in").is_visible()
