@@ -158,7 +158,10 @@ def run_dispatch(run_id: int) -> None:
 
 def run_cancel(run_id: int, *, by: str = "") -> Run:
     """Cancel a live run: its token dies with the status change; its box, if any, is killed."""
+    had_box = Run.objects.filter(pk=run_id, status__in=[Run.Status.STARTING, Run.Status.RUNNING]).exists()
     run = run_set_status(run_id, Run.Status.CANCELLED, f"cancelled by {by}" if by else "cancelled")
-    with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
-        docker_client().containers.get(box_name(run_id)).kill()
+    if had_box:
+        # A box still being created is removed by its dispatcher, which finds the run ended.
+        with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+            docker_client().containers.get(box_name(run_id)).kill()
     return run

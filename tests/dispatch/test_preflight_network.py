@@ -1,0 +1,68 @@
+"""network_check against network descriptions as Docker returns them (the real ones are exercised in
+tests/integration/boxes/test_preflight.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import docker
+import pytest
+
+from controlplane.dispatch.preflight import BoxNetwork, PreflightRefused, ca_check, network_check
+
+GOOD = {
+    "Driver": "bridge", "Internal": True, "EnableIPv6": False,
+    "Options": {"com.docker.network.bridge.enable_icc": "false", "com.docker.network.bridge.name": "rstbr"},
+    "IPAM": {"Config": [{"Subnet": "172.30.0.0/16", "Gateway": "172.30.0.1"}]},
+}
+
+
+class FakeNetworks:
+    def __init__(self, attrs):
+        self.attrs = attrs
+
+    def get(self, name):
+        if self.attrs is None:
+            raise docker.errors.NotFound("no such network")
+        return SimpleNamespace(attrs=self.attrs)
+
+
+def _client(attrs):
+    return SimpleNamespace(networks=FakeNetworks(attrs))
+
+
+def test_locked_network_passes():
+    assert network_check(_client(GOOD), "boxes") == BoxNetwork("boxes", "rstbr", "172.30.0.1")
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"Driver": "host"}, "not a bridge"),
+    ({"Internal": False}, "not internal"),
+    ({"Options": {"com.docker.network.bridge.name": "rstbr"}}, "allows traffic between boxes"),
+    ({"Options": {"com.docker.network.bridge.enable_icc": "true",
+                  "com.docker.network.bridge.name": "rstbr"}}, "allows traffic between boxes"),
+    ({"Options": {"com.docker.network.bridge.enable_icc": "false"}}, "no dedicated bridge name"),
+    ({"IPAM": {"Config": []}}, "no IPv4 bridge address"),
+    ({"EnableIPv6": True}, "IPv6 enabled"),
+])
+def test_open_networks_are_refused(change, expected):
+    with pytest.raises(PreflightRefused, match=expected):
+        network_check(_client({**GOOD, **change}), "boxes")
+
+
+def test_missing_network_is_refused():
+    with pytest.raises(PreflightRefused, match="does not exist"):
+        network_check(_client(None), "boxes")
+
+
+def test_ca_must_be_a_lone_public_certificate(tmp_path, settings):
+    path = tmp_path / "ca.pem"
+    settings.ROSTER_GATEWAY_CA_CERT = path
+    with pytest.raises(PreflightRefused, match="unreadable"):
+        ca_check()
+    cert = "-----BEGIN CERTIFICATE-----\nX\n-----END CERTIFICATE-----\n"
+    path.write_text(cert + "-----BEGIN PRIVATE KEY-----\nK\n")
+    with pytest.raises(PreflightRefused, match="not a lone public certificate"):
+        ca_check()
+    path.write_text(cert)
+    ca_check()

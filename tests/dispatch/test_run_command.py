@@ -1,0 +1,95 @@
+"""`manage.py run …` without Docker: create, start's argument handling, list, logs, cancel, errors."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from controlplane.dispatch import tasks
+from controlplane.fleet.models import Run
+from controlplane.fleet.services import run_create, run_resolve_token, run_set_status
+
+
+def _cli(*args) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("run", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def enqueued(monkeypatch):
+    sent: list[int] = []
+    monkeypatch.setattr(tasks.dispatch_run, "delay", lambda run_id: sent.append(run_id))
+    return sent
+
+
+def test_create_prints_the_id_and_a_live_token_once(worker):
+    out, _ = _cli("create", worker.name, "--proactive")
+    run_line, token_line = out.splitlines()
+    run = Run.objects.get(pk=int(run_line.split()[1]))
+    token = token_line.split()[1]
+    assert run.status == Run.Status.QUEUED and run.origin == Run.Origin.PROACTIVE
+    assert run_resolve_token(token).pk == run.pk
+    assert token not in str(Run.objects.filter(pk=run.pk).values().first())  # only the hash is stored
+
+
+def test_start_takes_everything_after_the_double_dash(worker, enqueued, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        out, _ = _cli("start", worker.name, "--timeout", "45", "--", "python3", "-m", "a", "--timeout", "3")
+    run = Run.objects.get()
+    assert out == f"run {run.pk}: queued\n"
+    assert run.command == ["python3", "-m", "a", "--timeout", "3"] and run.timeout_seconds == 45
+    assert enqueued == [run.pk]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["start", "box-worker"], "give the command after --"),
+    (["start", "box-worker", "--timeout", "0", "--", "true"], "must be a positive number"),
+    (["start", "nobody", "--", "true"], "no worker named 'nobody'"),
+    (["wait", "999"], "no run 999"),
+    (["logs", "999"], "no run 999"),
+    (["cancel", "999"], "no run 999"),
+    (["list", "--", "true"], "only `run start` takes a command"),
+])
+def test_bad_input_is_a_clear_error_and_changes_nothing(worker, enqueued, args, message):
+    with pytest.raises(CommandError, match=message):
+        _cli(*args)
+    assert not Run.objects.exists() and enqueued == []
+
+
+def test_list_logs_and_wait(worker):
+    run, _ = run_create(worker, command=["echo", "hi"])
+    run_set_status(run.pk, Run.Status.SUCCEEDED, "", output="hi\n", exit_code=0)
+    out, _ = _cli("list")
+    assert out == f"{run.pk}\tbox-worker\thuman\tsucceeded\techo hi\n"
+    assert _cli("logs", str(run.pk))[0] == "hi\n"
+    assert _cli("wait", str(run.pk))[0] == f"run {run.pk}: succeeded\n"
+
+
+def test_wait_gives_up_on_a_live_run(worker, settings):
+    settings.ROSTER_RUN_WAIT_POLL_SECONDS = 0.01
+    run, _ = run_create(worker, command=["sleep", "9"])
+    with pytest.raises(CommandError, match="still live"):
+        _cli("wait", str(run.pk), "--timeout", "0.05")
+
+
+def test_logs_say_when_output_was_truncated(worker):
+    run, _ = run_create(worker, command=["yes"])
+    run_set_status(run.pk, Run.Status.FAILED, "exit code 1", output="y\n" * 3, output_truncated=True)
+    out, err = _cli("logs", str(run.pk))
+    assert out == "y\ny\ny\n" and "output truncated" in err
+
+
+def test_cancel_a_queued_run_revokes_its_token(worker, monkeypatch):
+    from controlplane.dispatch import services
+
+    monkeypatch.setattr(services, "docker_client", lambda: pytest.fail("no box to kill"))
+    run, token = run_create(worker, command=["true"])
+    out, _ = _cli("cancel", str(run.pk))
+    assert out == f"run {run.pk}: cancelled (cancelled by command line)\n"
+    assert run_resolve_token(token) is None
+    with pytest.raises(CommandError, match="already ended"):
+        _cli("cancel", str(run.pk))
