@@ -59,18 +59,32 @@ def lock_chain_head() -> None:
         raise RuntimeError(f"audit chain locking not implemented for {connection.vendor}")
 
 
-def _append(kind: str, data: dict, run, worker, verdict: str, reason: str) -> AuditRecord:
+_TABLE = AuditRecord._meta.db_table
+_HEAD_SQL = f"SELECT seq, hash FROM {_TABLE} ORDER BY seq DESC LIMIT 1"
+_INSERT_SQL = (f"INSERT INTO {_TABLE} (seq, created_at, kind, run_id_ref, worker_name, verdict, reason, "
+               f"body, prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id")
+
+
+def _append(kind: str, data: dict, run, worker: str, verdict: str, reason: str) -> AuditRecord:
+    # Plain SQL: this runs once per gateway request, and the ORM's save() costs more than the hashing.
     lock_chain_head()
-    head = AuditRecord.objects.order_by("-seq").values_list("seq", "hash").first()
-    seq, prev = (head[0] + 1, head[1]) if head else (1, chain.GENESIS_PREV)
     now = chain.truncate_ms(timezone.now())
     run_id = _run_id(run)
-    body = chain.build_body(seq=seq, time=now, prev=prev, kind=kind, run=run_id, worker=worker,
-                            verdict=verdict, reason=reason, data=data)
-    return AuditRecord.objects.create(
-        seq=seq, created_at=now, kind=kind, run_id_ref=run_id, worker_name=worker, verdict=verdict,
-        reason=reason, body=body, prev_hash=prev, hash=chain.record_hash(body),
-    )
+    with connection.cursor() as cur:
+        cur.execute(_HEAD_SQL)
+        head = cur.fetchone()
+        seq, prev = (head[0] + 1, head[1]) if head else (1, chain.GENESIS_PREV)
+        body = chain.build_body(seq=seq, time=now, prev=prev, kind=kind, run=run_id, worker=worker,
+                                verdict=verdict, reason=reason, data=data)
+        digest = chain.record_hash(body)
+        cur.execute(_INSERT_SQL, [seq, connection.ops.adapt_datetimefield_value(now), kind, run_id, worker,
+                                  verdict, reason, body, prev, digest])
+        pk = cur.fetchone()[0]
+    record = AuditRecord(id=pk, seq=seq, created_at=now, kind=kind, run_id_ref=run_id, worker_name=worker,
+                         verdict=verdict, reason=reason, body=body, prev_hash=prev, hash=digest)
+    record._state.adding = False
+    record._state.db = connection.alias
+    return record
 
 
 def audit_append(kind: str, data: dict, *, run=None, worker=None, verdict: str = "",

@@ -98,3 +98,13 @@ def test_record_rolls_back_with_the_change_it_records():
     rec = audit_append("decision", {"after": True})
     assert AuditRecord.objects.count() == 2
     assert rec.seq == 2
+
+
+def test_synthetic_chain_template_is_canonical():
+    start = dt.datetime(2026, 3, 4, 5, 6, 7, 891234, tzinfo=dt.UTC)
+    rows = list(chain.generate_chain(3, start, start_seq=7, prev="a" * 64))
+    for i, (seq, moment, kind, body, prev, digest) in enumerate(rows):
+        assert body == chain.build_body(seq=seq, time=moment, prev=prev, kind=kind, run=None, worker="",
+                                        verdict="", reason="", data={"i": i})
+        assert digest == chain.record_hash(body)
+    assert rows[0][4] == "a" * 64 and rows[1][4] == rows[0][5]
