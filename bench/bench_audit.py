@@ -1,0 +1,146 @@
+"""Audit chain benchmark: append throughput (the decision path appends one record per request) and
+the time to verify a chain of one million records with the real verifier.
+
+Runs in a child process against a throwaway SQLite database (never the dev database: audit records
+can't be deleted), and, when PostgreSQL 15 binaries are installed, against a throwaway cluster.
+ROSTER_BENCH_AUDIT_RECORDS overrides the chain length (default 1,000,000)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CHAIN_RECORDS = int(os.environ.get("ROSTER_BENCH_AUDIT_RECORDS", "1000000"))
+APPENDS = int(os.environ.get("ROSTER_BENCH_AUDIT_APPENDS", "2000"))
+THREADS = 8
+INSERT_BATCH = 10_000
+
+
+def _child_env(database_url: str) -> dict[str, str]:
+    return {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+            "PYTHONPATH": str(REPO)}
+
+
+def _child(database_url: str, *args: str) -> dict:
+    env = _child_env(database_url)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO, env=env,
+                   check=True)
+    out = subprocess.run([sys.executable, "-m", "bench.bench_audit", "--child", *args], cwd=REPO, env=env,
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+# --- child side (Django configured against the throwaway database) ---
+
+def _append_rate(count: int, threads: int) -> float:
+    from django.db import connection, transaction
+
+    from controlplane.audit.services import audit_append
+
+    def work(n: int) -> None:
+        try:
+            for i in range(n):
+                with transaction.atomic():
+                    audit_append("decision", {"host": "api.example.com", "i": i}, worker="bench",
+                                 verdict="allow")
+        finally:
+            connection.close()
+
+    per = count // threads
+    pool = [threading.Thread(target=work, args=(per,)) for _ in range(threads)]
+    started = time.perf_counter()
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return per * threads / (time.perf_counter() - started)
+
+
+def _bulk_extend(total: int) -> float:
+    """Extend the chain to `total` records by inserting precomputed chained bodies (sqlite3 directly)."""
+    import datetime as dt
+    import sqlite3
+
+    from django.db import connection
+
+    from controlplane.audit import chain
+    from controlplane.audit.models import AuditRecord
+
+    head = AuditRecord.objects.order_by("-seq").values_list("seq", "hash").first() or (0, chain.GENESIS_PREV)
+    path = connection.settings_dict["NAME"]
+    connection.close()
+    started = time.perf_counter()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA synchronous=OFF")
+    rows = chain.generate_chain(total - head[0], dt.datetime.now(dt.UTC), start_seq=head[0] + 1, prev=head[1])
+    sql = ("INSERT INTO audit_auditrecord (seq, created_at, kind, run_id_ref, worker_name, verdict, reason, "
+           "body, prev_hash, hash) VALUES (?, ?, ?, NULL, '', '', '', ?, ?, ?)")
+    batch = []
+    for seq, moment, kind, body, prev, digest in rows:
+        batch.append((seq, moment.strftime("%Y-%m-%d %H:%M:%S.%f"), kind, body, prev, digest))
+        if len(batch) == INSERT_BATCH:
+            db.executemany(sql, batch)
+            batch.clear()
+    db.executemany(sql, batch)
+    db.commit()
+    db.close()
+    return time.perf_counter() - started
+
+
+def child_main(args: list[str]) -> None:
+    import django
+
+    django.setup()
+    from controlplane.audit.verify import verify_database
+
+    result = {"append_1": _append_rate(APPENDS, 1), f"append_{THREADS}": _append_rate(APPENDS, THREADS)}
+    if "--chain" in args:
+        result["build_seconds"] = _bulk_extend(CHAIN_RECORDS)
+        started = time.perf_counter()
+        verified = verify_database()
+        result["verify_seconds"] = time.perf_counter() - started
+        result["verified"] = verified.checked
+        result["verify_ok"] = verified.ok
+    print(json.dumps(result))
+
+
+# --- parent side ---
+
+def main() -> None:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="roster-bench-audit-") as tmp:
+        sqlite = _child(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", "--chain")
+    rows += [("append, 1 writer (SQLite)", f"{sqlite['append_1']:,.0f} records/s"),
+             (f"append, {THREADS} threads (SQLite)", f"{sqlite[f'append_{THREADS}']:,.0f} records/s"),
+             (f"build chain of {CHAIN_RECORDS:,} (bulk insert)", f"{sqlite['build_seconds']:.1f} s"),
+             (f"verify {sqlite['verified']:,} records", f"{sqlite['verify_seconds']:.1f} s "
+              f"({sqlite['verified'] / sqlite['verify_seconds']:,.0f} records/s, "
+              f"{'OK' if sqlite['verify_ok'] else 'BROKEN'})")]
+    sys.path.insert(0, str(REPO))
+    from tests.support import postgres
+
+    if postgres.available():
+        with postgres.postgres_cluster() as url:
+            pg = _child(url)
+        rows += [("append, 1 writer (PostgreSQL)", f"{pg['append_1']:,.0f} records/s"),
+                 (f"append, {THREADS} threads (PostgreSQL)", f"{pg[f'append_{THREADS}']:,.0f} records/s")]
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure'.ljust(width)}  value")
+    for name, value in rows:
+        print(f"{name.ljust(width)}  {value}")
+    if not sqlite["verify_ok"]:
+        raise RuntimeError("the benchmark chain did not verify")
+
+
+if __name__ == "__main__":
+    if "--child" in sys.argv:
+        child_main(sys.argv[1:])
+    else:
+        main()
