@@ -71,6 +71,9 @@ class Gateway:
         self.health: HealthServer | None = None
         self.conns: dict[str, ConnState] = {}
         self.background: set[asyncio.Task] = set()
+        # Outcome reports still in flight, per run token: the run's next decision waits for them, so
+        # taint raised by a result is in place before anything else from that run is judged.
+        self.pending_outcomes: dict[str, set[asyncio.Task]] = {}
 
     # --- lifecycle ---
     def load(self, loader) -> None:
@@ -126,13 +129,19 @@ class Gateway:
         if self.client:
             await self.client.close()
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro) -> asyncio.Task | None:
         task = asyncio.get_running_loop().create_task(coro) if _loop_running() else None
         if task is None:
             coro.close()
-            return
+            return None
         self.background.add(task)
         task.add_done_callback(self.background.discard)
+        return task
+
+    async def await_outcomes(self, token: str) -> None:
+        pending = self.pending_outcomes.get(token)
+        if pending:
+            await asyncio.wait(list(pending), timeout=self.config.outcome_timeout)
 
     def _conn(self, client: connection.Client) -> ConnState:
         state = self.conns.get(client.id)
@@ -182,6 +191,7 @@ class Gateway:
         decision = await self._judge(flow, payload, token)
         if decision is None:
             return
+        flow.metadata["roster_token"] = token  # orders this run's outcome before its next decision
         await self._allow(flow, decision, state)
 
     def _check_request(self, flow: http.HTTPFlow, state: ConnState) -> shapes.Refusal | None:
@@ -197,6 +207,8 @@ class Gateway:
     async def _judge(self, flow: http.HTTPFlow, payload: dict, token: str | None) -> Decision | None:
         """Ask /decide (and hold for an approval). Returns the allow decision, or None after denying."""
         try:
+            if token:
+                await self.await_outcomes(token)
             decision = await self.client.decide(payload)
             if decision.verdict == "ask":
                 decision = await hold_for_approval(self.client, decision, max_hold=self.config.hold_seconds,
@@ -253,17 +265,30 @@ class Gateway:
         decision_id = flow.metadata.pop("roster_decision_id", None)
         if decision_id and flow.response is not None:
             self._report(decision_id, flow.response.status_code, len(flow.request.raw_content or b""),
-                         len(flow.response.raw_content or b""), "")
+                         len(flow.response.raw_content or b""), "", token=flow.metadata.get("roster_token"))
 
     def error(self, flow: http.HTTPFlow) -> None:
         decision_id = flow.metadata.pop("roster_decision_id", None)
         if decision_id:
             message = flow.error.msg if flow.error else "upstream error"
-            self._report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200])
+            self._report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200],
+                         token=flow.metadata.get("roster_token"))
 
-    def _report(self, decision_id: str, status: int, req_bytes: int, resp_bytes: int, error: str) -> None:
+    def _report(self, decision_id: str, status: int, req_bytes: int, resp_bytes: int, error: str, *,
+                token: str | None = None) -> None:
         # Reported in the background: the box's response never waits for the ledger.
-        self._spawn(self._report_now(decision_id, status, req_bytes, resp_bytes, error))
+        task = self._spawn(self._report_now(decision_id, status, req_bytes, resp_bytes, error))
+        if task is not None and token:
+            pending = self.pending_outcomes.setdefault(token, set())
+            pending.add(task)
+            task.add_done_callback(lambda t: self._outcome_done(token, t))
+
+    def _outcome_done(self, token: str, task: asyncio.Task) -> None:
+        pending = self.pending_outcomes.get(token)
+        if pending is not None:
+            pending.discard(task)
+            if not pending:
+                del self.pending_outcomes[token]
 
     async def _report_now(self, decision_id, status, req_bytes, resp_bytes, error) -> None:
         try:

@@ -231,3 +231,24 @@ async def test_deny_message_never_contains_injected_values(gw, cp):
     assert flow.response.status_code == 403
     assert b"SECRET-VALUE" not in flow.response.content
     assert "authorization" not in flow.request.headers
+
+
+async def test_next_decision_of_a_run_waits_for_its_pending_outcome(gw, cp):
+    """Taint raised by a result must be in place before the same run's next request is judged."""
+    from mitmproxy.test import tutils
+
+    order: list[str] = []
+    real_handle = cp.handle
+
+    async def handle(request):
+        if request.url.path.endswith("/outcome"):
+            await asyncio.sleep(0.2)
+        order.append(request.url.path.rsplit("/", 1)[-1])
+        return await real_handle(request)
+
+    gw.client._http._transport.handler = handle
+    first = await run_request(gw, make_flow())
+    first.response = tutils.tresp()
+    gw.response(first)
+    await run_request(gw, make_flow())
+    assert order == ["decide", "outcome", "decide"]
