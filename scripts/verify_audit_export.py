@@ -5,8 +5,10 @@ its hash, and each body's prev must be the previous record's hash, from 32 zero 
 
     python3 verify_audit_export.py audit.jsonl            # a full export: seq 1, 2, 3, ... no gaps
     python3 verify_audit_export.py --partial audit.jsonl  # a filtered export: links checked where seqs touch
+    python3 verify_audit_export.py --anchor 1000:<hash> audit.jsonl  # must still hold that record
 
-Prints OK with the count and head hash, or the first broken line and what is wrong; exit 1 if broken."""
+Prints OK with the count and the head as SEQ:HASH, or the first broken line and what is wrong;
+exits 1 if broken."""
 
 from __future__ import annotations
 
@@ -59,32 +61,48 @@ def check_line(line: str, prev_seq: int | None, prev_hash: str | None, partial: 
     return None, seq, actual
 
 
-def verify(lines, partial: bool = False) -> tuple[bool, str]:
+def verify(lines, partial: bool = False, anchor: tuple[int, str] | None = None) -> tuple[bool, str]:
     prev_seq: int | None = None
     prev_hash: str | None = None
     count = 0
+    anchor_seen = False
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         problem, seq, digest = check_line(line, prev_seq, prev_hash, partial)
+        if problem is None and anchor and seq == anchor[0]:
+            anchor_seen = True
+            if digest != anchor[1]:
+                problem = f"anchor mismatch: hash is {digest}, the anchor says {anchor[1]}"
         if problem:
             return False, f"line {number} (seq {seq}): {problem}"
         prev_seq, prev_hash, count = seq, digest, count + 1
     if count == 0:
         return False, "no records in the export"
-    return True, f"OK: {count} records, head {prev_hash}"
+    if anchor and not anchor_seen:
+        return False, f"the export has no record seq {anchor[0]} named by the anchor"
+    return True, f"OK: {count} records, head {prev_seq}:{prev_hash}"
+
+
+def _anchor(text: str) -> tuple[int, str]:
+    seq, _, digest = text.partition(":")
+    if not seq.isdigit() or len(digest) != 64:
+        raise argparse.ArgumentTypeError("SEQ:HASH, as printed by an earlier verify")
+    return int(seq), digest.lower()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", help="JSONL export file, or - for stdin")
     parser.add_argument("--partial", action="store_true", help="the export was filtered (gaps allowed)")
+    parser.add_argument("--anchor", type=_anchor, help="SEQ:HASH that must be in the export (detects a "
+                        "chain cut short)")
     args = parser.parse_args(argv)
     if args.path == "-":
-        ok, message = verify(sys.stdin, args.partial)
+        ok, message = verify(sys.stdin, args.partial, args.anchor)
     else:
         with open(args.path, encoding="utf-8") as fh:
-            ok, message = verify(fh, args.partial)
+            ok, message = verify(fh, args.partial, args.anchor)
     print(message if ok else f"BROKEN: {message}")
     return 0 if ok else 1
 

@@ -105,7 +105,11 @@ def test_export_to_file_and_standalone_verifier_ok(mixed, tmp_path):
     call_command("audit", "export", "--format", "jsonl", "--output", str(out))
     proc = _standalone(out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("OK: 4 records, head " + AuditRecord.objects.get(seq=4).hash)
+    head = AuditRecord.objects.get(seq=4).hash
+    assert proc.stdout.startswith(f"OK: 4 records, head 4:{head}")
+    assert _standalone(out, "--anchor", f"4:{head}").returncode == 0
+    assert _standalone(out, "--anchor", f"5:{head}").returncode == 1  # cut short
+    assert _standalone(out, "--anchor", f"3:{head}").returncode == 1  # different record
 
 
 def _lines(tmp_path, lines) -> Path:

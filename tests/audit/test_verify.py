@@ -124,3 +124,27 @@ def test_verify_reads_in_chunks(settings):
         audit_append("decision", {"i": i})
     result = verify_database()
     assert result.ok and result.checked == 10
+
+
+def test_anchor_from_an_earlier_verify_detects_records_cut_off_the_end(records, capsys):
+    call_command("audit", "verify")
+    anchor = capsys.readouterr().out.split("head ")[1].strip()
+    assert anchor.startswith("6:")
+    call_command("audit", "verify", "--anchor", anchor)
+    tamper.raw("DELETE FROM audit_auditrecord WHERE seq >= 5")
+    call_command("audit", "verify")  # without the anchor a clean cut is invisible ...
+    with pytest.raises(SystemExit):
+        call_command("audit", "verify", "--anchor", anchor)  # ... with it, it is not
+    assert "records were removed from the end" in capsys.readouterr().err
+
+
+def test_anchor_with_a_different_hash_is_a_mismatch(records):
+    result = verify_database(anchor=(3, "0" * 64))
+    assert not result.ok and result.broken_seq == 3 and "anchor mismatch" in result.message
+
+
+def test_bad_anchor_is_a_clear_error():
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="SEQ:HASH"):
+        call_command("audit", "verify", "--anchor", "abc")

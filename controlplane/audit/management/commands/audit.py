@@ -20,12 +20,21 @@ def _moment(text: str) -> dt.datetime:
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
+def _anchor(text: str) -> tuple[int, str]:
+    seq, _, digest = text.partition(":")
+    if not seq.isdigit() or int(seq) < 1 or len(digest) != 64:
+        raise CommandError("--anchor is SEQ:HASH, e.g. 1000:<64 hex digits> from an earlier verify")
+    return int(seq), digest.lower()
+
+
 class Command(BaseCommand):
     help = "Verify the audit chain, or export it (streaming) as CSV or JSONL."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
-        sub.add_parser("verify", help="re-hash every record and check the chain; exit 1 if broken")
+        verify = sub.add_parser("verify", help="re-hash every record and check the chain; exit 1 if broken")
+        verify.add_argument("--anchor", type=_anchor,
+                            help="SEQ:HASH from an earlier verify; detects records cut off the end")
         export = sub.add_parser("export", help="write records to stdout or --output")
         export.add_argument("--format", choices=["csv", "jsonl"], default="jsonl")
         export.add_argument("--output", help="file to write (default: stdout)")
@@ -38,11 +47,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         if opts["action"] == "verify":
-            return self._verify()
+            return self._verify(opts.get("anchor"))
         return self._export(opts)
 
-    def _verify(self):
-        result = verify_database()
+    def _verify(self, anchor):
+        result = verify_database(anchor)
         if result.ok:
             self.stdout.write(result.message)
             return
