@@ -31,26 +31,29 @@ def _iptables(*args: str) -> subprocess.CompletedProcess:
 
 
 def firewall_problem(bridge: str, address: str, port: int) -> str:
-    """Why the host is not locked down for this bridge, or "" when it is."""
+    """Why the host is not locked down for this bridge, or "" when it is. One listing of the filter
+    table is read, so the answer is about a single moment."""
     chain = chain_name(bridge)
     try:
-        listing = _iptables("-S", chain)
-        if listing.returncode != 0:
-            return f"host firewall chain {chain} is missing (run scripts/network-lockdown.sh {bridge} {port})"
-        rules = [line.strip() for line in listing.stdout.splitlines() if line.startswith("-A ")]
-        if rules != expected_rules(bridge, address, port):
-            return f"host firewall chain {chain} does not hold the lockdown rules for {address}:{port}"
-        listing = _iptables("-S", "INPUT")
-        hook = f"-A INPUT -i {bridge} -j {chain}"
-        input_rules = [line.strip() for line in listing.stdout.splitlines() if line.startswith("-A INPUT")]
-        if listing.returncode != 0 or hook not in input_rules:
-            return f"host firewall chain {chain} is not hooked into INPUT for {bridge}"
-        # Nothing before the hook may accept the bridge's traffic; only other bridges' hooks may precede it.
-        for rule in input_rules[: input_rules.index(hook)]:
-            words = rule.split()
-            if not (len(words) == 6 and words[2] == "-i" and words[4] == "-j" and words[3] != bridge
-                    and words[5] == chain_name(words[3])):
-                return f"host firewall rule before the {bridge} hook may accept box traffic: {rule}"
+        listing = _iptables("-S")
     except (OSError, subprocess.SubprocessError) as exc:
         return f"cannot read the host firewall: {exc.__class__.__name__}"
+    if listing.returncode != 0:
+        return "cannot read the host firewall: iptables failed"
+    lines = [line.strip() for line in listing.stdout.splitlines()]
+    if f"-N {chain}" not in lines:
+        return f"host firewall chain {chain} is missing (run scripts/network-lockdown.sh)"
+    rules = [line for line in lines if line.startswith(f"-A {chain} ")]
+    if rules != expected_rules(bridge, address, port):
+        return f"host firewall chain {chain} does not hold the lockdown rules for {address}:{port}"
+    hook = f"-A INPUT -i {bridge} -j {chain}"
+    input_rules = [line for line in lines if line.startswith("-A INPUT ")]
+    if hook not in input_rules:
+        return f"host firewall chain {chain} is not hooked into INPUT for {bridge}"
+    # Nothing before the hook may accept the bridge's traffic; only other bridges' hooks may precede it.
+    for rule in input_rules[: input_rules.index(hook)]:
+        words = rule.split()
+        if not (len(words) == 6 and words[2] == "-i" and words[4] == "-j" and words[3] != bridge
+                and words[5] == chain_name(words[3])):
+            return f"host firewall rule before the {bridge} hook may accept box traffic: {rule}"
     return ""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from datetime import timedelta
 
 import docker
@@ -115,6 +116,7 @@ def run_dispatch(run_id: int) -> None:
         log.info("run %s: not queued any more; this delivery does nothing", run_id)
         return
     run, token = claimed
+    claimed_at = time.monotonic()
     client = None
     try:
         if run.origin == Run.Origin.PROACTIVE:
@@ -137,6 +139,7 @@ def run_dispatch(run_id: int) -> None:
         container = client.containers.create(**kwargs)
         container.start()
         started = timezone.now()
+        log.info("run %s: box up %.0f ms after claim", run_id, 1000 * (time.monotonic() - claimed_at))
         deadline = started + timedelta(seconds=run.timeout_seconds)
         if run_end(run_id, Run.Status.RUNNING, "", started_at=started, deadline=deadline,
                    image_id=image_id, container_id=container.id) is None:

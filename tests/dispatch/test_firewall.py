@@ -14,16 +14,9 @@ GOOD_CHAIN = [f"-N ROSTER-{BRIDGE}", *expected_rules(BRIDGE, ADDR, PORT)]
 @pytest.fixture
 def fake_iptables(tmp_path, settings):
     def install(chain: list[str] | None, input_rules: list[str]):
-        chain_text = "\n".join(chain) if chain is not None else ""
         script = tmp_path / "iptables"
-        script.write_text(
-            "#!/bin/sh\n"
-            f'if [ "$2" = "-S" ] && [ "$3" = "ROSTER-{BRIDGE}" ]; then\n'
-            + (f"cat <<'EOF'\n{chain_text}\nEOF\nexit 0\n" if chain is not None else "exit 1\n")
-            + "fi\n"
-            'if [ "$2" = "-S" ] && [ "$3" = "INPUT" ]; then\n'
-            "cat <<'EOF'\n-P INPUT ACCEPT\n" + "\n".join(input_rules) + "\nEOF\nexit 0\nfi\nexit 2\n"
-        )
+        lines = ["-P INPUT ACCEPT", "-P FORWARD DROP", *(chain or []), *input_rules, "-N DOCKER"]
+        script.write_text("#!/bin/sh\ncat <<'EOF'\n" + "\n".join(lines) + "\nEOF\n")
         script.chmod(0o755)
         settings.ROSTER_IPTABLES = str(script)
 
@@ -58,6 +51,14 @@ def test_wrong_port_or_address_is_a_refusal(fake_iptables):
     fake_iptables(GOOD_CHAIN, [HOOK])
     assert "does not hold" in firewall_problem(BRIDGE, ADDR, PORT + 1)
     assert "does not hold" in firewall_problem(BRIDGE, "172.30.0.2", PORT)
+
+
+def test_failing_iptables_is_a_refusal(tmp_path, settings):
+    script = tmp_path / "iptables"
+    script.write_text("#!/bin/sh\nexit 4\n")
+    script.chmod(0o755)
+    settings.ROSTER_IPTABLES = str(script)
+    assert firewall_problem(BRIDGE, ADDR, PORT) == "cannot read the host firewall: iptables failed"
 
 
 def test_unreadable_firewall_is_a_refusal(settings):
