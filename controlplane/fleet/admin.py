@@ -43,3 +43,8 @@ class RunAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+from controlplane.dispatch.admin_actions import install as install_dispatch_actions  # noqa: E402
+
+install_dispatch_actions(RunAdmin)  # start/cancel actions and the start form (engineer E)

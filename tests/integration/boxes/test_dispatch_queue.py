@@ -120,3 +120,22 @@ def test_runs_reconciled_after_the_worker_is_killed(queued_stack, celery_workers
     while not _gone(docker_client, finished.pk):
         assert time.monotonic() < deadline, "the reaper left an ended run's box behind"
         time.sleep(0.2)
+
+
+def test_cancel_kills_a_running_box(queued_stack, docker_client):
+    worker = worker_create("cancelled-worker")
+    run = run_start(worker, ["sh", "-c", "echo before; sleep 60"], timeout=120)
+    wait_for_run(run.pk, {Run.Status.RUNNING})
+    time.sleep(0.3)  # let it print
+    assert "cancelled" in _cli("cancel", str(run.pk))
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == Run.Status.CANCELLED and run.token_hash is None
+    deadline = time.monotonic() + 20
+    while not _gone(docker_client, run.pk):
+        assert time.monotonic() < deadline, "the cancelled run's box is still there"
+        time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while Run.objects.get(pk=run.pk).output != "before\n":  # the watcher keeps what it printed
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.CANCELLED
