@@ -55,7 +55,10 @@ def lock_chain_head() -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", [_PG_LOCK_KEY])
-    elif connection.vendor != "sqlite":
+    elif connection.vendor == "sqlite":
+        if connection.settings_dict.get("OPTIONS", {}).get("transaction_mode") != "IMMEDIATE":
+            raise RuntimeError("SQLite must use transaction_mode IMMEDIATE (see settings.py)")
+    else:
         raise RuntimeError(f"audit chain locking not implemented for {connection.vendor}")
 
 

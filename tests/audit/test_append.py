@@ -108,3 +108,13 @@ def test_synthetic_chain_template_is_canonical():
                                         verdict="", reason="", data={"i": i})
         assert digest == chain.record_hash(body)
     assert rows[0][4] == "a" * 64 and rows[1][4] == rows[0][5]
+
+
+def test_sqlite_without_immediate_transactions_is_refused(monkeypatch):
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite setting")
+    monkeypatch.setitem(connection.settings_dict, "OPTIONS", {})
+    with pytest.raises(RuntimeError, match="IMMEDIATE"):
+        audit_append("decision", {})
