@@ -28,6 +28,9 @@ WARMUP = 50
 C1_REQUESTS = int(os.environ.get("ROSTER_BENCH_GW_C1", 400))
 C16_REQUESTS = int(os.environ.get("ROSTER_BENCH_GW_C16", 1600))
 SLOW_DECIDE_MS = 20
+# Set to 0 to measure without holding a run's next decision for its outcome (see the gateway option).
+ORDERING = os.environ.get("ROSTER_BENCH_GW_ORDERING", "1") != "0"
+GW_OPTIONS = {"roster_outcome_before_next_decision": ORDERING}
 
 # --- helper servers (subprocesses) ---
 
@@ -250,13 +253,14 @@ def main() -> None:
                 plain = _measure("plain mitmdump", plain_port, _request(up_port, None))
             with _helper("instant-cp") as fake_port, gateway_process(
                     f"http://127.0.0.1:{fake_port}", SERVICE_TOKEN, tmp, allow_loopback_upstreams=True,
-                    quiet=True) as gw:
+                    quiet=True, extra_options=GW_OPTIONS) as gw:
                 own = _measure("gateway + instant decision API", gw.port, _request(up_port, token))
-            with gateway_process(cp_url, SERVICE_TOKEN, tmp, allow_loopback_upstreams=True, quiet=True) as gw:
+            with gateway_process(cp_url, SERVICE_TOKEN, tmp, allow_loopback_upstreams=True, quiet=True,
+                                 extra_options=GW_OPTIONS) as gw:
                 gateway = _measure("roster gateway (full decision path)", gw.port, _request(up_port, token))
             with _helper("delay", str(cp_port), str(SLOW_DECIDE_MS)) as slow_port, gateway_process(
                     f"http://127.0.0.1:{slow_port}", SERVICE_TOKEN, tmp, allow_loopback_upstreams=True,
-                    quiet=True) as gw:
+                    quiet=True, extra_options=GW_OPTIONS) as gw:
                 slow = _measure(f"roster gateway, decide +{SLOW_DECIDE_MS} ms", gw.port,
                                 _request(up_port, token))
     print(f"added p50: {gateway['p50'] - plain['p50']:+.2f} ms (target <= +2 ms); "

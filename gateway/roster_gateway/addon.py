@@ -140,7 +140,7 @@ class Gateway:
 
     async def await_outcomes(self, token: str) -> None:
         pending = self.pending_outcomes.get(token)
-        if pending:
+        if pending and self.config.outcome_before_next_decision:
             await asyncio.wait(list(pending), timeout=self.config.outcome_timeout)
 
     def _conn(self, client: connection.Client) -> ConnState:

@@ -31,6 +31,9 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_allow_loopback_upstreams", bool, False,
      "TESTS ONLY: allow dialling loopback upstreams (never the gateway's or control plane's ports)"),
     ("roster_ca_cert_export", str, "", "Copy the CA's public certificate (never the key) to this path"),
+    ("roster_outcome_before_next_decision", bool, True,
+     "Hold a run's next decision until its earlier outcomes are reported (the control plane raises taint "
+     "on /outcome); turn off only if taint is raised at decision time"),
 )
 
 
@@ -50,6 +53,7 @@ class GatewayConfig:
     allow_loopback_upstreams: bool
     control_plane_endpoint: tuple[str, int]
     own_ports: frozenset[int]
+    outcome_before_next_decision: bool = True
 
 
 def read_token_file(path: str) -> str:
@@ -116,6 +120,7 @@ def build_config(opts) -> GatewayConfig:
         allow_loopback_upstreams=bool(opts.roster_allow_loopback_upstreams),
         control_plane_endpoint=endpoint,
         own_ports=frozenset(own),
+        outcome_before_next_decision=bool(opts.roster_outcome_before_next_decision),
     )
 
 
