@@ -48,7 +48,7 @@ def box_environment(run: Run, network: BoxNetwork, token: str, sentinels: dict[s
 
 
 def box_mounts(dirs: RunDirs) -> list[Mount]:
-    gateway_ca = str(settings.ROSTER_GATEWAY_CA_CERT)
+    gateway_ca = str(dirs.gateway_ca)
     return [
         Mount("/code", str(dirs.code), type="bind", read_only=True),
         Mount("/config", str(dirs.config), type="bind", read_only=True),

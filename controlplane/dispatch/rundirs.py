@@ -22,6 +22,7 @@ class RunDirs:
     config: Path
     workspace: Path
     ca_bundle: Path
+    gateway_ca: Path
 
 
 def run_dirs_path(run_id: int) -> Path:
@@ -34,7 +35,7 @@ def run_dirs_create(run: Run) -> RunDirs:
     code = settings.ROSTER_BOX_CODE_DIR / run.worker.name
     code.mkdir(parents=True, exist_ok=True)
     dirs = RunDirs(root=root, code=code, config=root / "config", workspace=root / "workspace",
-                   ca_bundle=root / "ca-certificates.crt")
+                   ca_bundle=root / "ca-certificates.crt", gateway_ca=root / "gateway-ca.pem")
     dirs.config.mkdir(parents=True, mode=0o755)
     os.chmod(root, 0o755)  # noqa: S103 - dockerd mounts from here; no secrets inside
     dirs.workspace.mkdir(mode=0o700)
@@ -45,10 +46,15 @@ def run_dirs_create(run: Run) -> RunDirs:
         os.chmod(dirs.workspace, 0o777)  # noqa: S103 - not root: the box user must still be able to write
     config = {"run_id": run.pk, "worker": run.worker.name, "command": list(run.command),
               "timeout_seconds": run.timeout_seconds, "origin": run.origin}
-    (dirs.config / "run.json").write_text(json.dumps(config, indent=2))
     system = settings.ROSTER_BOX_SYSTEM_CA_BUNDLE
     public = system.read_text() if system.is_file() else ""
-    dirs.ca_bundle.write_text(public.rstrip("\n") + "\n" + settings.ROSTER_GATEWAY_CA_CERT.read_text())
+    gateway_ca = settings.ROSTER_GATEWAY_CA_CERT.read_text()
+    # Copies, readable by the box user whatever the host files' modes are (certificates only, no keys).
+    files = {dirs.config / "run.json": json.dumps(config, indent=2), dirs.gateway_ca: gateway_ca,
+             dirs.ca_bundle: public.rstrip("\n") + "\n" + gateway_ca}
+    for path, text in files.items():
+        path.write_text(text)
+        os.chmod(path, 0o644)  # noqa: S103 - public data the box must read
     return dirs
 
 

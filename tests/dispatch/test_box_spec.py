@@ -40,7 +40,9 @@ def test_gateway_ca_trusted_by_the_usual_variables(worker, gateway_ca):
     assert gateway_ca.read_text() in dirs.ca_bundle.read_text()
     mounts = {m["Target"]: m for m in spec["mounts"]}
     assert mounts[BOX_CA_BUNDLE]["ReadOnly"] is True
-    assert mounts["/etc/roster/gateway-ca.pem"]["Source"] == str(gateway_ca)
+    assert mounts["/etc/roster/gateway-ca.pem"]["Source"] == str(dirs.gateway_ca)
+    assert dirs.gateway_ca.read_text() == gateway_ca.read_text()
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in (dirs.gateway_ca, dirs.ca_bundle))
 
 
 def test_locked_down_container(worker, gateway_ca, settings):

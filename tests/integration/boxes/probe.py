@@ -9,6 +9,7 @@ import os
 import select
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -144,7 +145,11 @@ for name in ("allowed", "denied", "bad_token"):
             result[name] = fetch(url, {"authorization": "Bearer " + os.environ.get(args["sentinel_var"], "")})
         marks[name] = round(time.monotonic() - T0, 2)
 if args.get("https"):
-    result["https"] = fetch(args["https"])
+    result["https"] = fetch(args["https"])  # Python: the system store (SSL_CERT_FILE, REQUESTS_CA_BUNDLE)
+    curl = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", args["https"] + "-curl"],
+                          capture_output=True, text=True, timeout=20)
+    result["curl_https"] = curl.stdout.strip() or curl.stderr.strip()
+    result["node_ca_readable"] = os.access(os.environ.get("NODE_EXTRA_CA_CERTS", "/nonexistent"), os.R_OK)
 result["env"] = dict(os.environ)
 seen = {}
 for root in ("/code", "/config", "/workspace", "/etc/roster", "/tmp"):

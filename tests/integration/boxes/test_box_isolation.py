@@ -121,7 +121,8 @@ def test_box_is_locked_and_the_gateway_is_the_only_exit(stack, docker_client, ot
     assert probe["denied"]["status"] == 403 and "no_grant" in probe["denied"]["body"]
     assert probe["bad_token"]["status"] == 407
     assert probe["https"]["status"] == 200, probe["https"]  # the box trusts the gateway CA
-    assert [r["path"] for r in tls_upstream.requests] == ["/tls/hello"]
+    assert probe["curl_https"] == "200" and probe["node_ca_readable"] is True
+    assert [r["path"] for r in tls_upstream.requests] == ["/tls/hello", "/tls/hello-curl"]
 
     # This run's token, now that it ended, and another ended run's token: refused at the gateway.
     own_token = probe["env"]["HTTPS_PROXY"].split("run:", 1)[1].split("@", 1)[0]
