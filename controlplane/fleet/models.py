@@ -88,3 +88,11 @@ class RunDecision(models.Model):
     outcome_at = models.DateTimeField(null=True, blank=True)
     outcome_status = models.IntegerField(null=True, blank=True)
     traced = models.BooleanField(default=False)
+
+
+class PolicyVersion(models.Model):
+    """One row whose counter database triggers bump on every insert, update or delete of a grant or a
+    secret, by any path (admin, files, queryset.update, raw SQL). The decision service caches compiled
+    grants per version, so an edit is seen by the very next decision in every process."""
+
+    version = models.BigIntegerField(default=0)

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from django.db import connection
 from django.utils import timezone
 from ninja import Router, Schema, Status
@@ -151,9 +152,25 @@ class ErrorOut(Strict):
     detail: str
 
 
+def _healthy_connection_call(fn, *args):
+    # Pool threads keep their database connection between calls (no connect per decision); one that
+    # saw errors and no longer answers is dropped so the next call reconnects.
+    if connection.connection is not None and connection.errors_occurred and not connection.is_usable():
+        connection.close()
+    return fn(*args)
+
+
+async def in_pool(request, fn, *args):
+    """Run blocking service code. Under ASGI (daphne) on the shared thread pool: Django would otherwise
+    start a fresh thread, and so a fresh database connection, for every request. Under WSGI (threaded
+    servers, the test client) in the request's own thread, which already is that."""
+    shared_pool = isinstance(request, ASGIRequest)
+    return await sync_to_async(_healthy_connection_call, thread_sensitive=not shared_pool)(fn, *args)
+
+
 @router.post("/decide", response={200: DecideOut}, summary="Decide one egress request")
-def decide(request, body: DecideIn):
-    return service.decide(service.EgressRequest(
+async def decide(request, body: DecideIn):
+    return await in_pool(request, service.decide, service.EgressRequest(
         token=body.token, method=body.method, scheme=body.scheme, host=body.host, port=body.port,
         path=body.path,
         headers=tuple(body.headers), body_size=body.body_size, body_sha256=body.body_sha256,
@@ -178,11 +195,11 @@ async def wait(request, approval_id: uuid.UUID, body: WaitIn):
     # Async and polling with short reads: a held request costs no thread and no open transaction.
     deadline = time.monotonic() + min(body.timeout_seconds, settings.ROSTER_APPROVAL_WAIT_MAX_SECONDS)
     while True:
-        status = await sync_to_async(_poll_once)(approval_id)
+        status = await in_pool(request, _poll_once, approval_id)
         if status is None:
             return Status(404, {"detail": "no such approval"})
         if status != Approval.Status.PENDING:
-            return Status(200, await sync_to_async(service.approval_conclude)(approval_id))
+            return Status(200, await in_pool(request, service.approval_conclude, approval_id))
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return Status(200, {"status": "pending", "decision": None})
@@ -191,7 +208,11 @@ async def wait(request, approval_id: uuid.UUID, body: WaitIn):
 
 @router.post("/approvals/{approval_id}/abandon", response={200: OkOut, 404: ErrorOut},
              summary="The gateway stopped holding the request")
-def abandon(request, approval_id: uuid.UUID):
+async def abandon(request, approval_id: uuid.UUID):
+    return await in_pool(request, _abandon, approval_id)
+
+
+def _abandon(approval_id: uuid.UUID) -> Status:
     try:
         approval_abandon(approval_id)
     except Approval.DoesNotExist:
@@ -200,7 +221,11 @@ def abandon(request, approval_id: uuid.UUID):
 
 
 @router.post("/outcome", response={200: OkOut, 404: ErrorOut, 409: ErrorOut}, summary="Report an outcome")
-def outcome(request, body: OutcomeIn):
+async def outcome(request, body: OutcomeIn):
+    return await in_pool(request, _outcome, body)
+
+
+def _outcome(body: OutcomeIn) -> Status:
     try:
         service.outcome_report(body.decision_id, body.status, body.request_bytes, body.response_bytes,
                                body.error)
@@ -213,7 +238,11 @@ def outcome(request, body: OutcomeIn):
 
 @router.post("/trace", response={200: OkOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut},
              summary="Store a model input byte-exactly")
-def trace(request, body: TraceIn):
+async def trace(request, body: TraceIn):
+    return await in_pool(request, _trace, body)
+
+
+def _trace(body: TraceIn) -> Status:
     raw = base64.b64decode(body.body_b64, validate=True)
     if len(raw) > settings.ROSTER_TRACE_MAX_BYTES:
         return Status(413, {"detail": "trace body too large"})
@@ -227,7 +256,11 @@ def trace(request, body: TraceIn):
 
 
 @router.get("/health", response={200: OkOut, 503: OkOut}, summary="Control plane and database answer")
-def health(request):
+async def health(request):
+    return await in_pool(request, _health)
+
+
+def _health() -> Status:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")

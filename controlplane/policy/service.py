@@ -13,7 +13,7 @@ from datetime import datetime
 from types import SimpleNamespace
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -29,7 +29,8 @@ from controlplane.audit.models import ModelTrace
 from controlplane.audit.services import audit_append
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run, RunDecision
-from controlplane.fleet.services import run_raise_taint, run_resolve_token
+from controlplane.fleet.selectors import live_run_for_token
+from controlplane.fleet.services import run_raise_taint
 from controlplane.ledger.services import reserve, settle
 from controlplane.ledger.types import AlreadySettled, OverBudget, UnknownDecision
 from controlplane.policy import engine
@@ -74,7 +75,9 @@ def new_decision_id() -> str:
     return "dc_" + secrets.token_urlsafe(16)
 
 
-# --- grants: always read from the database (revocation is immediate); only compilation is cached ---
+# --- grants and secrets, cached per policy version ---
+# Database triggers bump the version on every grant or secret change (fleet.PolicyVersion), and every
+# decision reads it in the same query that resolves the token, so a cache hit is never stale.
 
 _GRANT_COLUMNS = (
     "id", "slug", "worker_id", "methods", "schemes", "host", "port", "paths", "mcp_tools", "mode",
@@ -100,9 +103,47 @@ def _rule_from_row(row: tuple) -> engine.GrantRule:
     return rule
 
 
-def grant_rules_for_worker(worker_id: int) -> list[engine.GrantRule]:
-    rows = Grant.objects.filter(Q(worker_id=worker_id) | Q(worker__isnull=True), enabled=True)
-    return [_rule_from_row(row) for row in rows.values_list(*_GRANT_COLUMNS)]
+class _PolicyState:
+    """Compiled grants per worker and secret rows (ciphertext, never plaintext) for one version."""
+
+    def __init__(self, version: int | None):
+        self.version = version
+        self.rules: dict[int, list[engine.GrantRule]] = {}
+        self.secrets: dict[int, Secret] = {}
+
+
+_state = _PolicyState(None)
+
+
+def _state_for(version: int | None) -> _PolicyState:
+    global _state
+    # Unknown version (counter row missing): never cache. Inside a transaction the reads may include
+    # this transaction's own uncommitted writes, which a rollback would undo under the same number.
+    if version is None or connection.in_atomic_block:
+        return _PolicyState(None)
+    current = _state
+    if current.version != version:
+        current = _PolicyState(version)
+        _state = current  # one reference swap; readers holding the old state finish with it
+    return current
+
+
+def grant_rules_for_worker(worker_id: int, state: _PolicyState | None = None) -> list[engine.GrantRule]:
+    state = state or _PolicyState(None)
+    rules = state.rules.get(worker_id)
+    if rules is None:
+        rows = Grant.objects.filter(Q(worker_id=worker_id) | Q(worker__isnull=True), enabled=True)
+        rules = [_rule_from_row(row) for row in rows.values_list(*_GRANT_COLUMNS)]
+        state.rules[worker_id] = rules
+    return rules
+
+
+def _secret(secret_id: int, state: _PolicyState) -> Secret:
+    secret = state.secrets.get(secret_id)
+    if secret is None:
+        secret = Secret.objects.only("id", "name", "sentinel", "ciphertext").get(pk=secret_id)
+        state.secrets[secret_id] = secret
+    return secret
 
 
 # --- answers ---
@@ -161,11 +202,11 @@ def _audit_tripwire(decision_id: str, run: Run, url: str, grant_slug: str | None
 # --- allow: budget, outcome record, credentials ---
 
 def _credentials(run: Run, grant: engine.GrantRule, decision_id: str, host: str,
-                 sentinel_ids: frozenset[int]) -> tuple[list[dict], list[dict]]:
+                 sentinel_ids: frozenset[int], state: _PolicyState) -> tuple[list[dict], list[dict]]:
     """Secret values for the matched grant's secret only; none for tunnels (nothing is intercepted)."""
     if grant.secret_id is None or grant.tunnel:
         return [], []
-    secret = Secret.objects.get(pk=grant.secret_id)
+    secret = _secret(grant.secret_id, state)
     value = secret_reveal(secret)
     inject = []
     if grant.inject_header:
@@ -182,7 +223,8 @@ def _credentials(run: Run, grant: engine.GrantRule, decision_id: str, host: str,
 
 
 def _allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str, url: str, host: str,
-           sentinel_ids: frozenset[int]) -> tuple[engine.Decision, dict | None, list[dict], list[dict]]:
+           sentinel_ids: frozenset[int], state: _PolicyState | None = None,
+           ) -> tuple[engine.Decision, dict | None, list[dict], list[dict]]:
     grant = decision.grant
     reserved = reserve(worker=run.worker, run=run, grant_slug=grant.slug, decision_id=decision_id,
                        cost_micro=int(grant.cost_per_call), origin=run.origin)
@@ -191,7 +233,7 @@ def _allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str
     RunDecision.objects.create(decision_id=decision_id, run=run, grant_slug=grant.slug,
                                result_class=int(grant.result_class), untrusted=bool(grant.untrusted),
                                trace=bool(grant.trace), method=method, url=url)
-    inject, replace = _credentials(run, grant, decision_id, host, sentinel_ids)
+    inject, replace = _credentials(run, grant, decision_id, host, sentinel_ids, state or _PolicyState(None))
     return decision, None, inject, replace
 
 
@@ -230,24 +272,26 @@ def policy_error_answer(decision_id: str, method: str, url: str) -> dict:
 
 
 def _decide(req: EgressRequest, decision_id: str) -> dict:
-    run = run_resolve_token(req.token)
+    run = live_run_for_token(req.token, with_policy_version=True)
     if run is None:
         decision = engine.deny(DenyReason.BAD_TOKEN, "missing or unknown run token, or the run has ended")
         with transaction.atomic():
             _audit_decision(decision, decision_id, run=None, method=req.method, url=req.url,
                             extra={"token_present": bool(req.token)})
         return _answer(decision, decision_id)
-    rules = grant_rules_for_worker(run.worker_id)
+    # Taken outside the transaction: only what was read in autocommit may be cached.
+    state = _state_for(run.policy_version)
+    rules = grant_rules_for_worker(run.worker_id, state)
     sentinel_ids = frozenset(sentinel_secret_ids([value for _, value in req.headers] + [req.path]))
     now = timezone.now()
     facts = _facts(req, sentinel_ids)
     decision = engine.require_authentic(engine.evaluate(_run_state(run), facts, rules, now))
     with transaction.atomic():
-        return _commit_decision(run, req, decision, decision_id, sentinel_ids, now)
+        return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state)
 
 
 def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, decision_id: str,
-                     sentinel_ids: frozenset[int], now: datetime) -> dict:
+                     sentinel_ids: frozenset[int], now: datetime, state: _PolicyState) -> dict:
     approval = granted = budget = None
     inject: list[dict] = []
     replace: list[dict] = []
@@ -262,7 +306,7 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
                                      snapshot=_snapshot(req, sentinel_ids), now=now)
     if decision.verdict == Verdict.ALLOW:
         decision, budget, inject, replace = _allow(run, decision, decision_id, method=req.method, url=req.url,
-                                                   host=req.host, sentinel_ids=sentinel_ids)
+                                                   host=req.host, sentinel_ids=sentinel_ids, state=state)
     _audit_decision(decision, decision_id, run=run, method=req.method, url=req.url, extra={
         "body_sha256": req.body_sha256, "body_size": req.body_size, "mcp": [list(m) for m in req.mcp],
         "approval": str((approval or granted).pk) if (approval or granted) else None, "budget": budget,

@@ -1,0 +1,166 @@
+"""Decision-API latency: a real server (daphne, as `make up` runs it) on a fresh SQLite database in a temp
+directory, 50 workers and 500 grants loaded, POST /api/gateway/decide over keep-alive connections.
+Prints p50/p99 and requests per second at concurrency 1 and 16. `python -m bench decision`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+WORKERS = 50
+GRANTS = 500
+GLOBAL_GRANTS = 50  # apply to every worker; the other 450 are 9 per worker
+REQUESTS_C1 = int(os.environ.get("ROSTER_BENCH_DECISION_REQUESTS", 1000))
+REQUESTS_C16 = REQUESTS_C1 * 2
+WARMUP = 100
+SERVER_START_TIMEOUT = 60
+
+
+def _seed() -> None:
+    """Runs in a child process with the bench's environment: loads workers, grants, one secret and one
+    live run per worker; prints the run tokens as JSON."""
+    import django
+
+    django.setup()
+    from controlplane.fleet.models import Run
+    from controlplane.fleet.services import run_create, run_set_status, worker_create
+    from controlplane.policy.models import Grant
+    from controlplane.vault.services import secret_set
+
+    secret = secret_set("bench-openai", "bench-real-value-" + secrets.token_hex(8), kind="openai")
+    tokens = []
+    per_worker = (GRANTS - GLOBAL_GRANTS) // WORKERS
+    grants = []
+    for w in range(WORKERS):
+        worker = worker_create(f"worker-{w:02d}")
+        for g in range(per_worker):
+            grants.append(Grant(slug=f"w{w:02d}-g{g}", worker=worker, host=f"api{g}.example.com",
+                                schemes=["https"], methods=["GET", "POST"], paths=["/v1/*"]))
+        run, raw = run_create(worker)
+        run_set_status(run.pk, Run.Status.RUNNING)
+        tokens.append(raw)
+    for g in range(GLOBAL_GRANTS - 1):
+        grants.append(Grant(slug=f"all-{g}", host=f"*.shared{g}.example.org", schemes=["https"]))
+    grants.append(Grant(slug="all-model", host="api.openai.com", schemes=["https"], paths=["/v1/chat/*"],
+                        secret=secret, inject_header="authorization", inject_format="Bearer {secret}",
+                        cost_per_call=10))
+    Grant.objects.bulk_create(grants)
+    assert Grant.objects.count() == GRANTS, Grant.objects.count()
+    print(json.dumps({"tokens": tokens, "sentinel": secret.sentinel}))
+
+
+def _env(tmp: Path, service_token: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+        "ROSTER_VAR_DIR": str(tmp),
+        "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
+        "ROSTER_VAULT_KEY_FILE": str(tmp / "vault.key"),
+        "ROSTER_GATEWAY_TOKEN_SHA256": hashlib.sha256(service_token.encode()).hexdigest(),
+        "ROSTER_LOG_LEVEL": "ERROR",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def _body(token: str, sentinel: str) -> dict:
+    return {"token": token, "method": "POST", "scheme": "https", "host": "api.openai.com", "port": 443,
+            "path": "/v1/chat/completions", "body_size": 2, "body_sha256": "0" * 64, "body_preview": "{}",
+            "headers": [["content-type", "application/json"], ["authorization", f"Bearer {sentinel}"]],
+            "mcp": []}
+
+
+def _measure(url: str, auth: dict, bodies: list[dict], total: int,
+             concurrency: int) -> tuple[list[float], float]:
+    latencies: list[float] = []
+    lock = threading.Lock()
+    counter = iter(range(total))
+    errors: list[str] = []
+
+    def worker() -> None:
+        with httpx.Client(headers=auth, timeout=10) as client:
+            while True:
+                with lock:
+                    i = next(counter, None)
+                if i is None:
+                    return
+                start = time.perf_counter()
+                response = client.post(url, json=bodies[i % len(bodies)])
+                elapsed = time.perf_counter() - start
+                if response.status_code != 200 or response.json()["verdict"] != "allow":
+                    errors.append(f"{response.status_code} {response.text[:200]}")
+                with lock:
+                    latencies.append(elapsed)
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    if errors:
+        raise RuntimeError(f"{len(errors)} requests were not allowed, e.g. {errors[0]}")
+    return latencies, wall
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    from tests.support.procs import free_port, spawn, stop, wait_for_http
+
+    service_token = "gst_bench_" + secrets.token_urlsafe(24)
+    with tempfile.TemporaryDirectory(prefix="roster-bench-decision-") as tmpdir:
+        tmp = Path(tmpdir)
+        env = _env(tmp, service_token)
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=REPO, env=env,
+                       check=True)
+        seeded = subprocess.run([sys.executable, __file__, "--seed"], cwd=REPO, env=env, check=True,
+                                capture_output=True, text=True)
+        data = json.loads(seeded.stdout.strip().splitlines()[-1])
+        port = free_port()
+        server = spawn([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                        "controlplane.asgi:application"], env=env, log=tmp / "daphne.log")
+        try:
+            auth = {"Authorization": f"Bearer {service_token}"}
+            wait_for_http(f"http://127.0.0.1:{port}/api/gateway/health", timeout=SERVER_START_TIMEOUT,
+                          proc=server)
+            url = f"http://127.0.0.1:{port}/api/gateway/decide"
+            bodies = [_body(token, data["sentinel"]) for token in data["tokens"]]
+            _measure(url, auth, bodies, WARMUP, 1)
+            rows = []
+            for concurrency, total in ((1, REQUESTS_C1), (16, REQUESTS_C16)):
+                latencies, wall = _measure(url, auth, bodies, total, concurrency)
+                rows.append((concurrency, total, _percentile(latencies, 0.5) * 1000,
+                             _percentile(latencies, 0.99) * 1000, statistics.mean(latencies) * 1000,
+                             total / wall))
+        finally:
+            stop(server)
+    print(f"decision API (daphne, SQLite, {WORKERS} workers, {GRANTS} grants; allow with secret inject, "
+          "budget reserve and audit)")
+    print(f"{'concurrency':>11} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'req/s':>8}")
+    for concurrency, total, p50, p99, mean, rps in rows:
+        print(f"{concurrency:>11} {total:>8} {p50:>8.2f} {p99:>8.2f} {mean:>8.2f} {rps:>8.0f}")
+
+
+if __name__ == "__main__":
+    if "--seed" in sys.argv:
+        sys.path.insert(0, str(REPO))
+        _seed()
+    else:
+        sys.path.insert(0, str(REPO))
+        main()

@@ -1,0 +1,68 @@
+"""The decision API served by a real daphne (the shared-thread-pool path only runs under ASGI): allow,
+ask -> approve -> wait, outcome, health, and concurrent decisions that keep the audit chain whole."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from controlplane.approvals.services import approval_decide
+from controlplane.audit.models import AuditRecord
+from controlplane.audit.verify import verify_database
+from controlplane.fleet.models import PolicyVersion
+from tests.api.fixtures import SECRET_VALUE, decide_body
+from tests.approvals.helpers import approver
+from tests.support import procs
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def server(tmp_path, redis_url):
+    PolicyVersion.objects.get_or_create(pk=1)
+    env = procs.control_plane_env(connection.settings_dict["NAME"], redis_url, {
+        "ROSTER_GATEWAY_TOKEN_SHA256": settings.ROSTER_GATEWAY_TOKEN_SHA256,
+        "ROSTER_VAULT_KEY_FILE": str(settings.ROSTER_VAULT_KEY_FILE),
+        "ROSTER_APPROVAL_POLL_SECONDS": "0.02",
+    })
+    with procs.daphne_server(env, tmp_path) as url:
+        procs.wait_for_http(f"{url}/api/gateway/health", timeout=30)
+        yield url
+
+
+def test_decisions_through_daphne(server, gateway_auth, token, secret, make_grant):
+    make_grant(secret=secret, inject_header="authorization", inject_format="Bearer {secret}")
+    make_grant(slug="ask-me", host="ask.example.com", mode="ask")
+    with httpx.Client(base_url=server, headers=gateway_auth, timeout=10) as client:
+        assert client.get("/api/gateway/health").json() == {"ok": True}
+        assert client.get("/api/gateway/health", headers={"Authorization": "Bearer no"}).status_code == 401
+        allow = client.post("/api/gateway/decide", json=decide_body(token)).json()
+        assert allow["verdict"] == "allow" and allow["inject"][0]["value"] == f"Bearer {SECRET_VALUE}"
+        outcome = {"decision_id": allow["decision_id"], "status": 200, "request_bytes": 1,
+                   "response_bytes": 2, "error": ""}
+        assert client.post("/api/gateway/outcome", json=outcome).status_code == 200
+        assert client.post("/api/gateway/outcome", json=outcome).status_code == 409
+        ask = client.post("/api/gateway/decide", json=decide_body(token, host="ask.example.com")).json()
+        assert ask["verdict"] == "ask"
+        wait_url = f"/api/gateway/approvals/{ask['approval_id']}/wait"
+        pending = client.post(wait_url, json={"timeout_seconds": 0})
+        assert pending.json()["status"] == "pending"
+        approval_decide(ask["approval_id"], approver(), True, "web")
+        waited = client.post(wait_url, json={"timeout_seconds": 5})
+        assert waited.json()["status"] == "approved" and waited.json()["decision"]["verdict"] == "allow"
+
+
+def test_concurrent_decisions_keep_the_chain_whole(server, gateway_auth, token, make_grant):
+    make_grant()
+
+    def one(_):
+        with httpx.Client(base_url=server, headers=gateway_auth, timeout=30) as client:
+            return client.post("/api/gateway/decide", json=decide_body(token)).json()["verdict"]
+
+    with ThreadPoolExecutor(16) as pool:
+        verdicts = list(pool.map(one, range(64)))
+    assert verdicts == ["allow"] * 64
+    assert AuditRecord.objects.filter(kind="decision", verdict="allow").count() == 64
+    assert verify_database().ok
