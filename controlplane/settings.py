@@ -181,6 +181,8 @@ ROSTER_BOX_UID = _env_int("ROSTER_BOX_UID", 10001)
 ROSTER_BOX_CODE_DIR = Path(os.environ.get("ROSTER_BOX_CODE_DIR", VAR_DIR / "workers"))
 ROSTER_BOX_RUNS_DIR = Path(os.environ.get("ROSTER_BOX_RUNS_DIR", VAR_DIR / "runs"))
 ROSTER_BOX_TMPFS_SIZE = os.environ.get("ROSTER_BOX_TMPFS_SIZE", "64m")
+# The writable workspace is memory-backed and bounded (it counts against the box's memory limit too).
+ROSTER_BOX_WORKSPACE_SIZE = os.environ.get("ROSTER_BOX_WORKSPACE_SIZE", "256m")
 ROSTER_DOCKER_TIMEOUT_SECONDS = _env_int("ROSTER_DOCKER_TIMEOUT_SECONDS", 30)
 ROSTER_PREFLIGHT_TIMEOUT_SECONDS = _env_float("ROSTER_PREFLIGHT_TIMEOUT_SECONDS", 2.0)
 # A claimed run whose box is not running by then is failed by the reaper (the dispatcher died).

@@ -52,7 +52,6 @@ def box_mounts(dirs: RunDirs) -> list[Mount]:
     return [
         Mount("/code", str(dirs.code), type="bind", read_only=True),
         Mount("/config", str(dirs.config), type="bind", read_only=True),
-        Mount("/workspace", str(dirs.workspace), type="bind", read_only=False),
         Mount(BOX_CA_BUNDLE, str(dirs.ca_bundle), type="bind", read_only=True),
         Mount(BOX_GATEWAY_CA, gateway_ca, type="bind", read_only=True),
         Mount("/usr/local/share/ca-certificates/roster-gateway.crt", gateway_ca, type="bind", read_only=True),
@@ -78,7 +77,10 @@ def box_create_kwargs(run: Run, *, image_id: str, network: BoxNetwork, token: st
         "dns_search": [],
         "mounts": box_mounts(dirs),
         "read_only": True,
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={settings.ROSTER_BOX_TMPFS_SIZE}"},  # noqa: S108 - in the box
+        "tmpfs": {
+            "/tmp": f"rw,nosuid,nodev,size={settings.ROSTER_BOX_TMPFS_SIZE}",  # noqa: S108 - in the box
+            "/workspace": f"rw,nosuid,nodev,size={settings.ROSTER_BOX_WORKSPACE_SIZE},uid={uid},gid={uid}",
+        },
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
         "privileged": False,

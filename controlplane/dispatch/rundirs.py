@@ -1,5 +1,6 @@
-"""Host directories a box mounts: the worker's code (read-only), the run's config (read-only), its
-workspace (writable) and the trust store (read-only). Per-run directories go when the run ends."""
+"""Host directories a box mounts: the worker's code and the run's config and trust store, all read-only.
+Per-run directories go when the run ends. (The writable workspace is a size-limited tmpfs, not a host
+directory, so a box cannot fill the host's disk.)"""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ class RunDirs:
     root: Path
     code: Path
     config: Path
-    workspace: Path
     ca_bundle: Path
     gateway_ca: Path
 
@@ -34,16 +34,10 @@ def run_dirs_create(run: Run) -> RunDirs:
     shutil.rmtree(root, ignore_errors=True)  # leftovers of an earlier failed attempt are never reused
     code = settings.ROSTER_BOX_CODE_DIR / run.worker.name
     code.mkdir(parents=True, exist_ok=True)
-    dirs = RunDirs(root=root, code=code, config=root / "config", workspace=root / "workspace",
-                   ca_bundle=root / "ca-certificates.crt", gateway_ca=root / "gateway-ca.pem")
+    dirs = RunDirs(root=root, code=code, config=root / "config", ca_bundle=root / "ca-certificates.crt",
+                   gateway_ca=root / "gateway-ca.pem")
     dirs.config.mkdir(parents=True, mode=0o755)
     os.chmod(root, 0o755)  # noqa: S103 - dockerd mounts from here; no secrets inside
-    dirs.workspace.mkdir(mode=0o700)
-    uid = settings.ROSTER_BOX_UID
-    try:
-        os.chown(dirs.workspace, uid, uid)
-    except PermissionError:
-        os.chmod(dirs.workspace, 0o777)  # noqa: S103 - not root: the box user must still be able to write
     config = {"run_id": run.pk, "worker": run.worker.name, "command": list(run.command),
               "timeout_seconds": run.timeout_seconds, "origin": run.origin}
     system = settings.ROSTER_BOX_SYSTEM_CA_BUNDLE

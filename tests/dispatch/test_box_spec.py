@@ -62,13 +62,15 @@ def test_locked_down_container(worker, gateway_ca, settings):
     assert spec["name"].endswith(f"-run-{run.pk}")
 
 
-def test_mounts_code_and_config_read_only_workspace_writable_no_docker_socket(worker, gateway_ca):
+def test_mounts_code_and_config_read_only_workspace_writable_no_docker_socket(worker, gateway_ca, settings):
     run, _ = run_create(worker, command=["true"])
     dirs, spec = _spec(run)
     mounts = {m["Target"]: m for m in spec["mounts"]}
     assert mounts["/code"]["ReadOnly"] is True
     assert mounts["/config"]["ReadOnly"] is True
-    assert mounts["/workspace"]["ReadOnly"] is False
+    assert "/workspace" not in mounts and spec["tmpfs"]["/workspace"].startswith("rw,")
+    assert f"uid={settings.ROSTER_BOX_UID}" in spec["tmpfs"]["/workspace"]
+    assert "size=" in spec["tmpfs"]["/workspace"] and "size=" in spec["tmpfs"]["/tmp"]  # noqa: S108
     assert all("docker.sock" not in m["Source"] and "docker.sock" not in m["Target"] for m in spec["mounts"])
     assert all(m["Type"] == "bind" for m in spec["mounts"])
     assert "volumes" not in spec
