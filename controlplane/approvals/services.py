@@ -148,12 +148,14 @@ def approval_consume(approval_id, run_id: int, now: datetime | None = None) -> b
                 .update(status=Approval.Status.USED, used_at=now))
 
 
-def approval_consume_grace(run_id: int, digest: str, now: datetime | None = None) -> Approval | None:
-    """The approved, abandoned approval for this exact request (same run, same digest) still in its
-    grace period, consumed; or None. Each such approval lets exactly one request through."""
+def approval_consume_grace(run_id: int, digest: str, grant_slug: str,
+                           now: datetime | None = None) -> Approval | None:
+    """The approved, abandoned approval for this exact request (same run, same digest, same grant)
+    still in its grace period, consumed; or None. Each such approval lets exactly one request through."""
     now = now or timezone.now()
     candidates = Approval.objects.filter(
-        run_id=run_id, request_digest=digest, status=Approval.Status.APPROVED, grace_until__gt=now,
+        run_id=run_id, request_digest=digest, grant_slug=grant_slug, status=Approval.Status.APPROVED,
+        grace_until__gt=now,
     ).order_by("decided_at").values_list("pk", flat=True)
     for approval_id in candidates:
         if approval_consume(approval_id, run_id, now):

@@ -8,6 +8,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import logging
 import time
 import uuid
 from typing import Annotated, Literal
@@ -27,6 +28,7 @@ from controlplane.approvals.selectors import approval_status
 from controlplane.approvals.services import approval_abandon, approval_mark_expired
 from controlplane.policy import service
 
+log = logging.getLogger(__name__)
 MAX_TOKEN = 1024
 MAX_HOST = 300
 MAX_MESSAGE = 2048
@@ -195,7 +197,12 @@ async def wait(request, approval_id: uuid.UUID, body: WaitIn):
     # Async and polling with short reads: a held request costs no thread and no open transaction.
     deadline = time.monotonic() + min(body.timeout_seconds, settings.ROSTER_APPROVAL_WAIT_MAX_SECONDS)
     while True:
-        status = await in_pool(request, _poll_once, approval_id)
+        try:
+            status = await in_pool(request, _poll_once, approval_id)
+        except Exception as exc:  # noqa: BLE001 - a failure while waiting is a deny, never a bare 500
+            log.error("waiting on approval %s failed: %s", approval_id, type(exc).__name__)
+            decision = await in_pool(request, service.policy_error_answer, service.new_decision_id(), "", "")
+            return Status(200, {"status": "expired", "decision": decision})
         if status is None:
             return Status(404, {"detail": "no such approval"})
         if status != Approval.Status.PENDING:

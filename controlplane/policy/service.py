@@ -296,7 +296,8 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
     inject: list[dict] = []
     replace: list[dict] = []
     if decision.verdict == Verdict.ASK:
-        granted = approval_consume_grace(run.pk, request_digest(req.method, req.url, req.body_sha256), now)
+        digest = request_digest(req.method, req.url, req.body_sha256)
+        granted = approval_consume_grace(run.pk, digest, decision.grant.slug, now)
         if granted is not None:
             decision = engine.allow_approved(
                 decision.grant, f"approved before ({granted.pk}); this identical request passes once"

@@ -156,3 +156,26 @@ def test_unknown_and_malformed_approval_ids(gateway):
 def test_wait_rejects_bad_bodies(gateway, token, ask_grant, body):
     approval_id = _ask(gateway, token)
     assert gateway.post(f"/api/gateway/approvals/{approval_id}/wait", body).status_code == 422
+
+
+def test_grace_is_bound_to_the_grant_that_was_approved(gateway, token, ask_grant, approver, make_grant):
+    approval_id = _ask(gateway, token)
+    gateway.post(f"/api/gateway/approvals/{approval_id}/abandon", {})
+    approval_decide(approval_id, approver, True, "web")
+    # A more specific ask grant now decides this request: the old approval does not carry over.
+    make_grant(slug="chat-completions", mode="ask", paths=["/v1/chat/completions"])
+    answer = gateway.decide(decide_body(token))
+    assert answer["verdict"] == "ask" and answer["grant"] == "chat-completions"
+
+
+def test_database_failure_while_waiting_is_a_deny(gateway, token, ask_grant, monkeypatch):
+    approval_id = _ask(gateway, token)
+    import controlplane.policy.api as api
+
+    def broken(_pk):
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(api, "approval_status", broken)
+    answer = _wait(gateway, approval_id)
+    assert answer["status"] == "expired" and answer["decision"]["reason"] == "policy_error"
+    assert "locked" not in answer["decision"]["message"]

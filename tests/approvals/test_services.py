@@ -149,14 +149,16 @@ def test_consume_is_single_use_and_bound_to_the_run(run, other_worker):
 def test_grace_needs_abandonment_and_matches_digest_and_run(run):
     approval = open_approval(run)
     approval_decide(approval.pk, approver(), True, "web")
-    assert approval_consume_grace(run.pk, approval.request_digest) is None  # not abandoned: no grace
+    # Not abandoned: no grace.
+    assert approval_consume_grace(run.pk, approval.request_digest, "openai-chat") is None
     approval_abandon(approval.pk)  # abandoned after approval: grace starts now
     approval.refresh_from_db()
     assert approval.grace_until is not None
-    assert approval_consume_grace(run.pk, "0" * 64) is None
-    assert approval_consume_grace(run.pk + 1000, approval.request_digest) is None
-    assert approval_consume_grace(run.pk, approval.request_digest).pk == approval.pk
-    assert approval_consume_grace(run.pk, approval.request_digest) is None
+    assert approval_consume_grace(run.pk, "0" * 64, "openai-chat") is None
+    assert approval_consume_grace(run.pk + 1000, approval.request_digest, "openai-chat") is None
+    assert approval_consume_grace(run.pk, approval.request_digest, "other-grant") is None
+    assert approval_consume_grace(run.pk, approval.request_digest, "openai-chat").pk == approval.pk
+    assert approval_consume_grace(run.pk, approval.request_digest, "openai-chat") is None
 
 
 def test_abandon_keeps_the_approval_decidable(run, settings):
