@@ -176,8 +176,8 @@ ROSTER_WEB_OUTPUT_PREVIEW_CHARS = _env_int("ROSTER_WEB_OUTPUT_PREVIEW_CHARS", 16
 # Labels and container names carry this, so a reaper only ever touches its own boxes.
 ROSTER_BOX_NAMESPACE = os.environ.get("ROSTER_BOX_NAMESPACE", "roster")
 ROSTER_BOX_UID = _env_int("ROSTER_BOX_UID", 10001)
-# Per-worker code (mounted read-only at /code) lives in ROSTER_BOX_CODE_DIR/<worker>; per-run config and
-# workspace under ROSTER_BOX_RUNS_DIR/<namespace>-<run id>, removed when the run ends.
+# Per-worker code (mounted read-only at /code) lives in ROSTER_BOX_CODE_DIR/<worker>; per-run config and CAs
+# under ROSTER_BOX_RUNS_DIR/<namespace>-<run id>, removed when the run ends.
 ROSTER_BOX_CODE_DIR = Path(os.environ.get("ROSTER_BOX_CODE_DIR", VAR_DIR / "workers"))
 ROSTER_BOX_RUNS_DIR = Path(os.environ.get("ROSTER_BOX_RUNS_DIR", VAR_DIR / "runs"))
 ROSTER_BOX_TMPFS_SIZE = os.environ.get("ROSTER_BOX_TMPFS_SIZE", "64m")

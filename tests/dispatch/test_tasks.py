@@ -1,0 +1,37 @@
+"""The Celery tasks are thin: they call services with ids (the real queue is in tests/integration/boxes)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from controlplane.dispatch import reaper, tasks
+from controlplane.fleet.models import Run
+from controlplane.fleet.services import run_create
+
+
+def test_reap_runs_reconciles_and_offers_lost_dispatches_again(worker, monkeypatch, settings):
+    settings.ROSTER_RUN_REQUEUE_SECONDS = 60
+    lost, _ = run_create(worker, command=["true"])
+    Run.objects.filter(pk=lost.pk).update(created_at=timezone.now() - timedelta(minutes=10))
+    run_create(worker, command=["true"])  # just queued: its message is still on its way
+    sent: list[int] = []
+    monkeypatch.setattr(tasks.dispatch_run, "delay", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(reaper, "runs_reap", lambda: {"failed": 0})
+    assert tasks.reap_runs() == {"failed": 0}
+    assert sent == [lost.pk]
+
+
+def test_expire_approvals_calls_the_approvals_service(monkeypatch):
+    from controlplane.approvals import services
+
+    monkeypatch.setattr(services, "approval_expire_due", lambda now=None: 3)
+    assert tasks.expire_approvals() == 3
+
+
+def test_dispatch_task_is_acked_late():
+    assert tasks.dispatch_run.acks_late is True
+    assert tasks.dispatch_run.name == "controlplane.dispatch.tasks.dispatch_run"
+    assert tasks.reap_runs.name == "controlplane.dispatch.tasks.reap_runs"
+    assert tasks.expire_approvals.name == "controlplane.dispatch.tasks.expire_approvals"
