@@ -24,8 +24,10 @@ from roster_gateway.swap import apply_secrets
 from roster_gateway.wire import DENY_STATUSES, Decision
 
 log = logging.getLogger("roster_gateway")
-# httpx logs every control-plane call at INFO; one line per decision is noise and costs time.
-logging.getLogger("httpx").setLevel(logging.WARNING)
+# httpx/httpcore log every control-plane call (INFO/DEBUG), and mitmproxy leaves the root logger at
+# DEBUG: each call would build a dozen log records. Noise, and measurable time per request.
+for _name in ("httpx", "httpcore", "anyio", "hpack"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 # mitmproxy settings the gateway's guarantees depend on: nothing is dialled before a decision
 # (lazy, no upstream cert sniffing), inbound headers validated, no HTTP/3, and no streamed bodies
