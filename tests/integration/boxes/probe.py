@@ -113,6 +113,24 @@ for thread in checks:
     thread.join()
 marks["network"] = round(time.monotonic() - T0, 2)
 result["uid"] = os.getuid()
+
+
+def first_readable(*paths):
+    for path in paths:
+        try:
+            return open(path).read().strip()
+        except OSError:
+            continue
+    return None
+
+
+result["limits"] = {  # cgroup v1, else v2
+    "memory": first_readable("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory.max"),
+    "pids": first_readable("/sys/fs/cgroup/pids/pids.max", "/sys/fs/cgroup/pids.max"),
+    "cpu": first_readable("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu.max"),
+}
+status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
+result["caps"] = {name: status[name].strip() for name in ("CapEff", "CapPrm", "CapBnd", "NoNewPrivs")}
 result["write_code"] = write("/code/evil.py")
 result["write_config"] = write("/config/run.json")
 result["write_rootfs"] = write("/usr/local/bin/evil")

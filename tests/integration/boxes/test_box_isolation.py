@@ -9,6 +9,7 @@ import json
 import socket
 import time
 
+import docker
 import httpx
 import pytest
 
@@ -58,7 +59,7 @@ def _probe_result(run: Run) -> dict:
     return json.loads(line.removeprefix("PROBE "))
 
 
-def test_box_is_locked_and_the_gateway_is_the_only_exit(stack, docker_client, other_box, tmp_path):
+def test_box_is_locked_and_the_gateway_is_the_only_exit(stack, docker_client, other_box, settings):
     site = stack.site
     worker = worker_create("probe-worker")
     secret = secret_set("upstream-key", REAL_VALUE)
@@ -108,6 +109,11 @@ def test_box_is_locked_and_the_gateway_is_the_only_exit(stack, docker_client, ot
     assert probe["write_workspace"] == "written"
     assert probe["docker_socket"] == []
     assert probe["raw_socket"].startswith("refused") and probe["ifdown"].startswith("refused")
+    assert probe["caps"] == {"CapEff": "0" * 16, "CapPrm": "0" * 16, "CapBnd": "0" * 16, "NoNewPrivs": "1"}
+    limits, quota = probe["limits"], settings.ROSTER_BOX_NANO_CPUS * 100_000 // 1_000_000_000
+    assert limits["memory"] == str(docker.utils.parse_bytes(settings.ROSTER_BOX_MEMORY))
+    assert limits["pids"] == str(settings.ROSTER_BOX_PIDS_LIMIT)
+    assert limits["cpu"] in (str(quota), f"{quota} 100000")  # cgroup v1 quota, or v2 "quota period"
 
     # No real secret anywhere in the box: environment, mounts, output; the sentinel is there instead.
     assert REAL_VALUE not in run.output
