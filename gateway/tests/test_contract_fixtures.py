@@ -1,0 +1,140 @@
+"""The wire fixtures in tests/contract/ (shared with the control plane's tests) drive the addon: every
+request the gateway builds has the fixture's shape, and every answer leads to the right box response."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from roster_gateway.facts import decide_payload
+from roster_gateway.mcp import mcp_calls
+from roster_gateway.wire import parse_decision, parse_wait
+from tests.conftest import make_flow
+
+CONTRACT = Path(__file__).resolve().parents[2] / "tests" / "contract"
+FIXTURES = {p.stem: json.loads(p.read_text()) for p in sorted(CONTRACT.glob("*.json"))}
+DECIDE = sorted(n for n, f in FIXTURES.items()
+                if f["endpoint"].endswith("/decide") and f["status_code"] == 200)
+SENTINEL = "sk-proj-EXAMPLEsentinelEXAMPLEsentinelEXAMPLEsentinel"
+WAITS = sorted(n for n, f in FIXTURES.items() if f["endpoint"].endswith("/wait"))
+
+
+def test_fixtures_are_present():
+    assert len(DECIDE) >= 10 and len(WAITS) == 4, f"tests/contract/ fixtures missing: {sorted(FIXTURES)}"
+
+
+def _body_for(request: dict) -> bytes:
+    """The body the fixture describes: its preview when that is the whole body, else JSON-RPC messages
+    carrying the fixture's MCP calls (some fixtures abbreviate the preview)."""
+    preview = request["body_preview"].encode()
+    if len(preview) == request["body_size"] or not request["mcp"]:
+        return preview
+    messages = [{"jsonrpc": "2.0", "id": i, "method": c["method"], "params": {"name": c["tool"]}}
+                for i, c in enumerate(request["mcp"])]
+    return json.dumps(messages[0] if len(messages) == 1 else messages).encode()
+
+
+def _consistent(request: dict) -> bool:
+    return len(request["body_preview"].encode()) == request["body_size"]
+
+
+def _flow_like(request: dict):
+    """A box request that should produce the fixture's /decide request."""
+    body_preview = _body_for(request)
+    headers = [(k, v) for k, v in request["headers"] if k != "host"]
+    host_header = request["host"] if request["port"] in (80, 443) else f"{request['host']}:{request['port']}"
+    return make_flow(host=request["host"], port=request["port"], scheme=request["scheme"],
+                     method=request["method"], path=request["path"], headers=headers, content=body_preview,
+                     host_header=host_header, token=request["token"])
+
+
+@pytest.mark.parametrize("name", [n for n in DECIDE if FIXTURES[n]["request"]["scheme"] != "tunnel"])
+def test_gateway_builds_the_fixture_decide_request(name):
+    expected = FIXTURES[name]["request"]
+    flow = _flow_like(expected)
+    body = flow.request.get_content()
+    mcp = mcp_calls(flow.request.headers.get("content-type", ""), body)
+    payload = decide_payload(flow.request, token=expected["token"], scheme=expected["scheme"], mcp=mcp,
+                             preview_bytes=4096)
+    assert set(payload) == set(expected)
+    keys = ["token", "method", "scheme", "host", "port", "path", "mcp"]
+    if _consistent(expected):
+        keys += ["body_size", "body_sha256", "body_preview"]
+    for key in keys:
+        assert payload[key] == expected[key], key
+    for key, value in expected.items():
+        assert type(payload[key]) is type(value), key
+    for header in expected["headers"]:
+        assert header in payload["headers"]
+    assert all(name != "proxy-authorization" for name, _ in payload["headers"])
+
+
+@pytest.mark.parametrize("name", DECIDE)
+async def test_addon_answers_each_fixture_decision(gw, cp, name):
+    fixture = FIXTURES[name]
+    answer = fixture["response"]
+    decision = parse_decision(answer)
+    if answer["verdict"] == "ask":
+        cp.decide = answer
+        cp.waits = [FIXTURES["wait_refused"]["response"]]
+    else:
+        cp.decide = answer
+    flow = make_flow(host="93.184.216.34", token="rt_fixture",
+                     headers=[("authorization", f"Bearer {SENTINEL}")])
+    if answer["verdict"] == "allow" and answer["tunnel"]:
+        flow = make_flow(method="CONNECT", host="93.184.216.34", port=443, path="", token="rt_fixture",
+                         host_header="93.184.216.34:443")
+        await gw.http_connect(flow)
+        assert flow.response is None and gw.conns[flow.client_conn.id].tunnel
+        sent, expected = cp.bodies("/decide")[0], fixture["request"]
+        assert set(sent) == set(expected)
+        assert (sent["method"], sent["scheme"], sent["path"], sent["mcp"]) == (
+            expected["method"], expected["scheme"], expected["path"], expected["mcp"])
+        return
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    if answer["verdict"] == "allow":
+        assert flow.response is None
+        for item in answer["inject"]:
+            assert flow.request.headers[item["header"]] == item["value"]
+        for item in answer["replace"]:
+            assert item["sentinel"] not in str(flow.request.headers)
+        assert ("/trace" in str(cp.paths())) is answer["trace"]
+        return
+    body = json.loads(flow.response.content)
+    expected_reason = answer["reason"] or "approval_refused"
+    assert body["reason"] == expected_reason
+    if answer["verdict"] == "deny":
+        assert flow.response.status_code == (407 if answer["reason"] == "bad_token" else answer["status"])
+        assert body["budget"] == answer["budget"] if answer["budget"] else "budget" not in body
+    for item in decision.inject + decision.replace:
+        assert item[1].encode() not in flow.response.content
+
+
+@pytest.mark.parametrize("name", WAITS)
+def test_wait_fixtures_parse(name):
+    fixture = FIXTURES[name]
+    assert set(fixture["request"]) == {"timeout_seconds"}
+    answer = parse_wait(fixture["response"])
+    assert answer.status == fixture["response"]["status"]
+
+
+async def test_outcome_trace_and_abandon_requests_match_the_fixtures(gw, cp):
+    from roster_gateway.client import ControlPlaneClient
+
+    client: ControlPlaneClient = gw.client
+    await client.outcome("dc_x", 200, 10, 2048, "")
+    await client.trace("dc_x", b"{}")
+    await client.abandon("ap_x")
+    sent = dict((p.rsplit("/", 1)[-1], b) for p, b in cp.calls)
+    assert set(sent["outcome"]) == set(FIXTURES["outcome"]["request"])
+    assert set(sent["trace"]) == set(FIXTURES["trace"]["request"])
+    assert sent["abandon"] == (FIXTURES["abandon"]["request"] or {})
+
+
+def test_tripwire_fixture_is_a_no_grant_deny_without_secrets():
+    answer = FIXTURES["decide_deny_tripwire"]["response"]
+    decision = parse_decision(answer)
+    assert decision.reason == "no_grant" and not decision.inject and not decision.replace
