@@ -109,6 +109,22 @@ def run_finish(run_id: int, outcome: box.BoxOutcome) -> Run | None:
     return ended
 
 
+def ground_check(run: Run):
+    """(docker client, locked network, image id), or the reason this run must not start."""
+    if run.origin == Run.Origin.PROACTIVE:
+        refusal = budget_refusal(run.worker)
+        if refusal:
+            return refusal
+    try:
+        client = docker_client()
+        network, image_id = preflight.preflight(client)
+    except preflight.PreflightRefused as exc:
+        return str(exc)
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        return f"docker engine unavailable: {exc.__class__.__name__}"
+    return client, network, image_id
+
+
 def run_dispatch(run_id: int) -> None:
     """Claim the run, check the ground, start its box, watch it to the end, clean up. Safe to call twice."""
     claimed = run_claim(run_id)
@@ -119,20 +135,11 @@ def run_dispatch(run_id: int) -> None:
     claimed_at = time.monotonic()
     client = None
     try:
-        if run.origin == Run.Origin.PROACTIVE:
-            refusal = budget_refusal(run.worker)
-            if refusal:
-                run_end(run_id, Run.Status.REFUSED, refusal)
-                return
-        try:
-            client = docker_client()
-            network, image_id = preflight.preflight(client)
-        except preflight.PreflightRefused as exc:
-            run_end(run_id, Run.Status.REFUSED, str(exc))
+        ground = ground_check(run)
+        if isinstance(ground, str):
+            run_end(run_id, Run.Status.REFUSED, ground)
             return
-        except (docker.errors.DockerException, requests.RequestException) as exc:
-            run_end(run_id, Run.Status.REFUSED, f"docker engine unavailable: {exc.__class__.__name__}")
-            return
+        client, network, image_id = ground
         dirs = run_dirs_create(run)
         kwargs = box.box_create_kwargs(run, image_id=image_id, network=network, token=token, dirs=dirs,
                                        sentinels=sentinel_environment(run.worker))
@@ -152,7 +159,6 @@ def run_dispatch(run_id: int) -> None:
         log.exception("run %s: dispatch failed", run_id)
         run_end(run_id, Run.Status.FAILED, f"dispatch failed: {exc.__class__.__name__}: {str(exc)[:300]}")
     finally:
-        del token
         if client is not None:
             with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
                 box.box_remove(client, run_id)
