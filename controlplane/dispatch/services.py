@@ -54,7 +54,8 @@ def run_start(worker: Worker, command, *, proactive: bool = False, timeout: int 
         refusal = budget_refusal(worker)
         if refusal:
             return run_set_status(run.pk, Run.Status.REFUSED, refusal)
-    transaction.on_commit(lambda: dispatch_run.delay(run.pk))
+    # robust: if the broker is down the run stays queued and the reaper offers it again later.
+    transaction.on_commit(lambda: dispatch_run.delay(run.pk), robust=True)
     return run
 
 

@@ -103,3 +103,16 @@ def test_dispatch_refused_when_docker_is_unreachable(worker, monkeypatch):
     run.refresh_from_db()
     assert run.status == Run.Status.REFUSED
     assert run.status_reason == "docker engine unavailable: DockerException"
+
+
+def test_broker_down_leaves_the_run_queued_for_the_reaper(worker, monkeypatch,
+                                                          django_capture_on_commit_callbacks):
+    from controlplane.dispatch import tasks
+
+    def down(run_id):
+        raise ConnectionError("broker unreachable")
+
+    monkeypatch.setattr(tasks.dispatch_run, "delay", down)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.run_start(worker, ["echo", "hi"])
+    assert Run.objects.get(pk=run.pk).status == Run.Status.QUEUED
