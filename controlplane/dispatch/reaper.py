@@ -26,9 +26,11 @@ log = logging.getLogger(__name__)
 
 def _finished_at(container) -> datetime | None:
     value = (container.attrs.get("State") or {}).get("FinishedAt") or ""
-    # Docker gives nanoseconds; Python parses microseconds.
-    parsed = parse_datetime(value[:26] + "Z") if value and not value.startswith("0001") else None
-    return parsed
+    if not value or value.startswith("0001"):  # Docker's zero time: never finished
+        return None
+    # Docker gives up to nanoseconds ("…:05.123456789Z"); Python parses at most microseconds.
+    whole, _, fraction = value.rstrip("Z").partition(".")
+    return parse_datetime(f"{whole}.{fraction[:6] or '0'}+00:00")
 
 
 def _reap_live(client, run: Run, container, now: datetime) -> str:

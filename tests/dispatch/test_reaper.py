@@ -145,3 +145,17 @@ def test_stale_queued_runs_are_offered_again(worker, settings):
     Run.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(minutes=5))
     run_create(worker, command=["true"])
     assert reaper.stale_queued_runs() == [old.pk]
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("2026-11-30T10:12:01.123456789Z", "2026-11-30 10:12:01.123456+00:00"),
+    ("2026-11-30T10:12:01Z", "2026-11-30 10:12:01+00:00"),
+    ("2026-11-30T10:12:01.5Z", "2026-11-30 10:12:01.500000+00:00"),
+    ("0001-01-01T00:00:00Z", None),
+    ("", None),
+])
+def test_finish_times_as_docker_writes_them(value, expected):
+    from types import SimpleNamespace
+
+    parsed = reaper._finished_at(SimpleNamespace(attrs={"State": {"FinishedAt": value}}))
+    assert (str(parsed) if parsed else None) == expected
