@@ -66,3 +66,47 @@ def test_ca_must_be_a_lone_public_certificate(tmp_path, settings):
         ca_check()
     path.write_text(cert)
     ca_check()
+
+
+@pytest.fixture
+def health_server():
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    answer = {"status": 200}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            self.send_response(answer["status"])
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/healthz", answer
+    server.shutdown()
+    server.server_close()
+
+
+def test_gateway_must_be_healthy_and_listening_on_the_bridge(health_server, settings):
+    import socket
+
+    from controlplane.dispatch.preflight import gateway_check
+
+    url, answer = health_server
+    settings.ROSTER_GATEWAY_HEALTH_URL = url
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    settings.ROSTER_GATEWAY_PORT = listener.getsockname()[1]
+    network = BoxNetwork("boxes", "rstbr", "127.0.0.1")
+    gateway_check(network)  # healthy and listening
+    answer["status"] = 503
+    with pytest.raises(PreflightRefused, match="answered 503"):
+        gateway_check(network)
+    answer["status"] = 200
+    listener.close()
+    with pytest.raises(PreflightRefused, match="not listening on the bridge address"):
+        gateway_check(network)
