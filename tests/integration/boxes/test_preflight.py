@@ -96,3 +96,31 @@ def test_refused_when_the_network_is_missing(site_settings, docker_client, setti
     settings.ROSTER_BOX_NETWORK = f"{site_settings.namespace}-absent"
     run = _dispatch_refused(docker_client)
     assert "does not exist" in run.status_reason
+
+
+def _iptables_lines(*args) -> list[str]:
+    return subprocess.run(["iptables", "-w", "-S", *args], check=True, capture_output=True,
+                          text=True).stdout.splitlines()
+
+
+def test_lockdown_script_is_idempotent(box_site):
+    script = str(procs.REPO / "scripts" / "network-lockdown.sh")
+    for _ in range(2):
+        subprocess.run([script, box_site.network, box_site.bridge, str(box_site.gateway_port)], check=True,
+                       capture_output=True)
+    chain = f"ROSTER-{box_site.bridge}"
+    assert [line for line in _iptables_lines(chain) if line.startswith("-A")] == [
+        f"-A {chain} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+        f"-A {chain} -d {box_site.gateway_ip}/32 -p tcp -m tcp --dport {box_site.gateway_port} -j ACCEPT",
+        f"-A {chain} -j DROP",
+    ]
+    assert _iptables_lines("INPUT").count(f"-A INPUT -i {box_site.bridge} -j {chain}") == 1
+
+
+def test_lockdown_script_refuses_an_open_network_of_that_name(box_site, docker_client):
+    name, bridge = f"{box_site.namespace}-lo", f"{box_site.namespace}lo"
+    with network(docker_client, name, internal=False, bridge=bridge):
+        done = subprocess.run([str(procs.REPO / "scripts" / "network-lockdown.sh"), name, bridge, "8080"],
+                              capture_output=True, text=True)
+    assert done.returncode == 1 and "is not locked" in done.stderr
+    assert not any(bridge in line for line in _iptables_lines("INPUT"))
