@@ -61,6 +61,31 @@ def _seed() -> None:
     print(json.dumps({"tokens": tokens, "sentinel": secret.sentinel}))
 
 
+def _service_only(tokens: list[str], sentinel: str, total: int) -> None:
+    """Runs in a child process: the decision service called in-process (no HTTP), to separate the
+    decision's own cost from the server's. Prints latencies in ms as JSON."""
+    import django
+
+    django.setup()
+    from controlplane.policy import service
+
+    requests = []
+    for token in tokens:
+        body = _body(token, sentinel)
+        body["headers"] = tuple(tuple(h) for h in body["headers"])
+        body["mcp"] = ()
+        requests.append(service.EgressRequest(**body))
+    latencies = []
+    for i in range(WARMUP + total):
+        start = time.perf_counter()
+        answer = service.decide(requests[i % len(requests)])
+        if i >= WARMUP:
+            latencies.append((time.perf_counter() - start) * 1000)
+        if answer["verdict"] != "allow":
+            raise RuntimeError(f"not allowed: {answer['reason']}")
+    print(json.dumps(latencies))
+
+
 def _env(tmp: Path, service_token: str) -> dict[str, str]:
     return {
         **os.environ,
@@ -150,17 +175,30 @@ def main() -> None:
                              total / wall))
         finally:
             stop(server)
+        data_file = tmp / "seed.json"
+        data_file.write_text(json.dumps(data))
+        in_process = subprocess.run([sys.executable, __file__, "--service", str(data_file)], cwd=REPO,
+                                    env=env, check=True, capture_output=True, text=True)
+        service_ms = json.loads(in_process.stdout.strip().splitlines()[-1])
     print(f"decision API (daphne, SQLite, {WORKERS} workers, {GRANTS} grants; allow with secret inject, "
           "budget reserve and audit)")
     print(f"{'concurrency':>11} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'req/s':>8}")
     for concurrency, total, p50, p99, mean, rps in rows:
         print(f"{concurrency:>11} {total:>8} {p50:>8.2f} {p99:>8.2f} {mean:>8.2f} {rps:>8.0f}")
+    print(f"{'in-process':>11} {len(service_ms):>8} {_percentile(service_ms, 0.5):>8.2f} "
+          f"{_percentile(service_ms, 0.99):>8.2f} {statistics.mean(service_ms):>8.2f} {'':>8}"
+          "  (policy.service.decide alone, no HTTP)")
+    print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":
     if "--seed" in sys.argv:
         sys.path.insert(0, str(REPO))
         _seed()
+    elif "--service" in sys.argv:
+        sys.path.insert(0, str(REPO))
+        seeded = json.loads(Path(sys.argv[-1]).read_text())
+        _service_only(seeded["tokens"], seeded["sentinel"], REQUESTS_C1)
     else:
         sys.path.insert(0, str(REPO))
         main()
