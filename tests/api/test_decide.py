@@ -154,12 +154,12 @@ def test_ask_opens_an_approval_with_a_masked_snapshot(gateway, live_run, secret,
     assert _audit("approval")[-1].verdict == "ask"
 
 
-def test_engine_failure_is_policy_error(gateway, token, make_grant, monkeypatch):
-    make_grant()
+def test_engine_failure_is_policy_error(gateway, token, secret, make_grant, monkeypatch, caplog):
+    make_grant(secret=secret, inject_header="authorization")
     from controlplane.policy import service
 
     def boom(*_a, **_k):
-        raise RuntimeError("db exploded with secret details")
+        raise RuntimeError(f"db exploded with {SECRET_VALUE}")
 
     monkeypatch.setattr(service, "reserve", boom)
     response = gateway.post("/api/gateway/decide", decide_body(token))
@@ -168,6 +168,7 @@ def test_engine_failure_is_policy_error(gateway, token, make_grant, monkeypatch)
     assert (answer["verdict"], answer["reason"], answer["status"]) == ("deny", "policy_error", 503)
     assert "exploded" not in answer["message"]
     assert _audit("decision")[-1].reason == "policy_error"
+    assert "RuntimeError" in caplog.text and SECRET_VALUE not in caplog.text
     assert not SpendLine.objects.exists()
 
 
