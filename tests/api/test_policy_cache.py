@@ -56,7 +56,7 @@ def test_revocation_by_raw_sql_is_seen_by_the_next_decision(gateway, token, make
     assert gateway.decide(decide_body(token))["verdict"] == "allow"
     assert gateway.decide(decide_body(token))["verdict"] == "allow"  # served from the cache
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE policy_grant SET enabled = 0")
+        cursor.execute("UPDATE policy_grant SET enabled = %s", [False])
     assert gateway.decide(decide_body(token))["reason"] == "no_grant"
 
 
