@@ -177,3 +177,27 @@ def test_broken_grant_denies_everything(gateway, token, make_grant):
     make_grant(slug="broken", host="[not a host")
     answer = gateway.decide(decide_body(token))
     assert answer["verdict"] == "deny" and answer["reason"] == "policy_error"
+
+
+def test_tunnel_grant_passes_connect_without_revealing_secrets(gateway, token, secret, make_grant):
+    make_grant(slug="pinned", host="pinned.example.com", port=8443, schemes=[], tunnel=True, secret=secret,
+               inject_header="authorization")
+    connect = decide_body(token, method="CONNECT", scheme="tunnel", host="pinned.example.com", port=8443,
+                          path="", headers=[], body_size=0, body_sha256="", body_preview="")
+    answer = gateway.decide(connect)
+    assert (answer["verdict"], answer["tunnel"]) == ("allow", True)
+    assert answer["inject"] == [] and answer["replace"] == []
+    assert not _audit("credential_use")
+    other_port = gateway.decide(dict(connect, port=443))
+    assert other_port["verdict"] == "deny" and other_port["tunnel"] is False
+
+
+def test_mcp_tools_are_judged(gateway, token, make_grant):
+    make_grant(slug="mcp-search", host="mcp.example.com", paths=["/mcp"], mcp_tools=["search"])
+    body = decide_body(token, host="mcp.example.com", path="/mcp")
+    allowed = gateway.decide(dict(body, mcp=[{"method": "tools/call", "tool": "search"}]))
+    denied = gateway.decide(dict(body, mcp=[{"method": "tools/call", "tool": "delete_everything"}]))
+    batch = gateway.decide(dict(body, mcp=[{"method": "tools/call", "tool": "search"},
+                                           {"method": "tools/call", "tool": "delete_everything"}]))
+    assert allowed["verdict"] == "allow"
+    assert denied["reason"] == "no_grant" and batch["reason"] == "no_grant"
