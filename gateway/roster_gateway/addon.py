@@ -7,14 +7,13 @@ import asyncio
 import functools
 import logging
 
-import httpx
 from mitmproxy import connection, ctx, exceptions, http, tcp, tls, udp
 from mitmproxy.proxy import layer, layers
 
 from roster_gateway import shapes
 from roster_gateway.addresses import AddressRefused, Vetting, vetted_address
 from roster_gateway.approvals import hold_for_approval
-from roster_gateway.client import ControlPlaneClient, ControlPlaneDown
+from roster_gateway.client import ControlPlaneClient, ControlPlaneDown, Transport
 from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
 from roster_gateway.health import HealthServer
 from roster_gateway.mcp import MalformedBody, mcp_calls
@@ -24,10 +23,8 @@ from roster_gateway.swap import apply_secrets
 from roster_gateway.wire import DENY_STATUSES, Decision
 
 log = logging.getLogger("roster_gateway")
-# httpx/httpcore log every control-plane call (INFO/DEBUG), and mitmproxy leaves the root logger at
-# DEBUG: each call would build a dozen log records. Noise, and measurable time per request.
-for _name in ("httpx", "httpcore", "anyio", "hpack"):
-    logging.getLogger(_name).setLevel(logging.WARNING)
+# mitmproxy leaves the root logger at DEBUG; libraries that log per frame would build records per request.
+logging.getLogger("hpack").setLevel(logging.WARNING)
 
 # mitmproxy settings the gateway's guarantees depend on: nothing is dialled before a decision
 # (lazy, no upstream cert sniffing), inbound headers validated, no HTTP/3, and no streamed bodies
@@ -65,7 +62,7 @@ class ConnState:
 
 
 class Gateway:
-    def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, transport: Transport | None = None) -> None:
         self._transport = transport  # tests inject a fake control plane
         self.config: GatewayConfig | None = None
         self.client: ControlPlaneClient | None = None
@@ -73,6 +70,7 @@ class Gateway:
         self.health: HealthServer | None = None
         self.conns: dict[str, ConnState] = {}
         self.background: set[asyncio.Task] = set()
+        self._configuring = False
         # Outcome reports still in flight, per run token: the run's next decision waits for them, so
         # taint raised by a result is in place before anything else from that run is judged.
         self.pending_outcomes: dict[str, set[asyncio.Task]] = {}
@@ -83,11 +81,16 @@ class Gateway:
             loader.add_option(name, typespec, default, help_text)
 
     def configure(self, updated: set[str]) -> None:
-        opts = ctx.options
+        if self._configuring:
+            return  # our own option updates below re-enter configure
+        self._configuring = True
+        try:
+            self._configure(ctx.options, updated)
+        finally:
+            self._configuring = False
+
+    def _configure(self, opts, updated: set[str]) -> None:
         # (getattr with a default: in unit tests the proxy-server options are not registered)
-        wrong = {k: v for k, v in REQUIRED_OPTIONS.items() if getattr(opts, k, v) != v}
-        if wrong:
-            opts.update(**wrong)
         if getattr(opts, "ssl_insecure", False):
             raise exceptions.OptionsError("the gateway never skips upstream certificate checks")
         for name in FORBIDDEN_NONEMPTY:
@@ -106,14 +109,17 @@ class Gateway:
                                              decide_timeout=config.decide_timeout,
                                              outcome_timeout=config.outcome_timeout,
                                              transport=self._transport)
-            if old is not None:
+            if old is not None and self._transport is None:
                 self._spawn(old.close())
-            # mitmproxy itself answers 413 for a body over the limit, before reading it.
-            if getattr(opts, "body_size_limit", None) != str(config.max_body_bytes) and hasattr(
-                    opts, "body_size_limit"):
-                opts.update(body_size_limit=str(config.max_body_bytes))
             if config.allow_loopback_upstreams:
                 log.warning("roster_allow_loopback_upstreams is on: for tests only")
+        wanted = {k: v for k, v in REQUIRED_OPTIONS.items() if hasattr(opts, k)}
+        if hasattr(opts, "body_size_limit"):
+            # mitmproxy itself answers 413 for a body over the limit, before reading it.
+            wanted["body_size_limit"] = str(self.config.max_body_bytes)
+        wrong = {k: v for k, v in wanted.items() if getattr(opts, k) != v}
+        if wrong:
+            opts.update(**wrong)
 
     async def running(self) -> None:
         export_ca_cert(ctx.options.confdir, ctx.options.roster_ca_cert_export)

@@ -1,17 +1,24 @@
-"""The gateway's only way to the control plane: one keep-alive httpx client, service token in every
-request, a hard total deadline per call (httpx timeouts are per phase, so we bound the whole call)."""
+"""The gateway's only way to the control plane: keep-alive HTTP/1.1 (http11.Http11Pool), the service
+token on every request, and a hard total deadline per call. Any failure is ControlPlaneDown (a deny)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
+from typing import Protocol
 
-import httpx
-
+from roster_gateway.http11 import Http11Pool, HttpError
 from roster_gateway.wire import ApprovalWait, Decision, WireError, parse_decision, parse_wait
 
 log = logging.getLogger(__name__)
+
+
+class Transport(Protocol):
+    async def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]: ...
+
+    async def close(self) -> None: ...
 
 
 class ControlPlaneDown(Exception):
@@ -20,79 +27,72 @@ class ControlPlaneDown(Exception):
 
 class ControlPlaneClient:
     def __init__(self, base_url: str, service_token: str, *, decide_timeout: float,
-                 outcome_timeout: float, transport: httpx.AsyncBaseTransport | None = None):
+                 outcome_timeout: float, transport: Transport | None = None):
         self.decide_timeout = decide_timeout
         self.outcome_timeout = outcome_timeout
-        self._http = httpx.AsyncClient(
-            base_url=base_url + "/api/gateway",
-            headers={"Authorization": f"Bearer {service_token}"},
-            timeout=httpx.Timeout(max(decide_timeout, outcome_timeout)),
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=60),
-            transport=transport,
-            trust_env=False,  # never route the control plane through an environment proxy
-            follow_redirects=False,
-        )
+        headers = {"Authorization": f"Bearer {service_token}", "Accept": "application/json"}
+        self._transport: Transport = transport or Http11Pool(base_url + "/api/gateway", headers)
 
     async def close(self) -> None:
-        await self._http.aclose()
+        await self._transport.close()
 
-    async def _post(self, path: str, payload: dict, timeout: float) -> httpx.Response:
+    async def _call(self, method: str, path: str, payload: dict | None, timeout: float) -> tuple[int, bytes]:
+        body = json.dumps(payload, separators=(",", ":")).encode() if payload is not None else None
         try:
             async with asyncio.timeout(timeout):
-                return await self._http.post(path, json=payload, timeout=timeout)
+                return await self._transport.request(method, path, body)
         except TimeoutError as exc:
             raise ControlPlaneDown(f"control plane did not answer {path} within {timeout:g}s") from exc
-        except (httpx.HTTPError, OSError) as exc:
-            raise ControlPlaneDown(f"control plane unreachable ({type(exc).__name__})") from exc
+        except (HttpError, OSError) as exc:
+            raise ControlPlaneDown(f"control plane unreachable ({exc})") from exc
 
     @staticmethod
-    def _json(resp: httpx.Response, path: str) -> object:
-        if resp.status_code != 200:
-            raise ControlPlaneDown(f"control plane answered {path} with HTTP {resp.status_code}")
+    def _json(status: int, body: bytes, path: str) -> object:
+        if status != 200:
+            raise ControlPlaneDown(f"control plane answered {path} with HTTP {status}")
         try:
-            return resp.json()
+            return json.loads(body)
         except ValueError as exc:
             raise ControlPlaneDown(f"control plane answered {path} with invalid JSON") from exc
 
     async def decide(self, facts: dict) -> Decision:
-        resp = await self._post("/decide", facts, self.decide_timeout)
+        status, body = await self._call("POST", "/decide", facts, self.decide_timeout)
         try:
-            return parse_decision(self._json(resp, "/decide"))
+            return parse_decision(self._json(status, body, "/decide"))
         except WireError as exc:
             raise ControlPlaneDown(f"control plane answer not understood: {exc}") from exc
 
     async def wait_approval(self, approval_id: str, timeout_seconds: int) -> ApprovalWait:
         path = f"/approvals/{approval_id}/wait"
-        resp = await self._post(path, {"timeout_seconds": timeout_seconds},
-                                timeout_seconds + self.decide_timeout)
+        status, body = await self._call("POST", path, {"timeout_seconds": timeout_seconds},
+                                        timeout_seconds + self.decide_timeout)
         try:
-            return parse_wait(self._json(resp, path))
+            return parse_wait(self._json(status, body, path))
         except WireError as exc:
             raise ControlPlaneDown(f"control plane answer not understood: {exc}") from exc
 
     async def abandon(self, approval_id: str) -> None:
-        resp = await self._post(f"/approvals/{approval_id}/abandon", {}, self.outcome_timeout)
-        if resp.status_code >= 300:
-            log.warning("abandon of %s answered HTTP %s", approval_id, resp.status_code)
+        status, _ = await self._call("POST", f"/approvals/{approval_id}/abandon", {}, self.outcome_timeout)
+        if status >= 300:
+            log.warning("abandon of %s answered HTTP %s", approval_id, status)
 
     async def trace(self, decision_id: str, body: bytes) -> None:
         payload = {"decision_id": decision_id, "body_b64": base64.b64encode(body).decode()}
-        resp = await self._post("/trace", payload, self.decide_timeout)
-        if not 200 <= resp.status_code < 300:
-            raise ControlPlaneDown(f"trace not stored (HTTP {resp.status_code})")
+        status, _ = await self._call("POST", "/trace", payload, self.decide_timeout)
+        if not 200 <= status < 300:
+            raise ControlPlaneDown(f"trace not stored (HTTP {status})")
 
     async def outcome(self, decision_id: str, status: int, request_bytes: int, response_bytes: int,
                       error: str = "") -> None:
         payload = {"decision_id": decision_id, "status": status, "request_bytes": request_bytes,
                    "response_bytes": response_bytes, "error": error}
-        resp = await self._post("/outcome", payload, self.outcome_timeout)
-        if resp.status_code != 200:
-            log.warning("outcome of %s answered HTTP %s", decision_id, resp.status_code)
+        answer, _ = await self._call("POST", "/outcome", payload, self.outcome_timeout)
+        if answer != 200:
+            log.warning("outcome of %s answered HTTP %s", decision_id, answer)
 
     async def healthy(self, timeout: float) -> bool:
         try:
-            async with asyncio.timeout(timeout):
-                resp = await self._http.get("/health", timeout=timeout)
-            return resp.status_code == 200 and resp.json().get("ok") is True
-        except (TimeoutError, httpx.HTTPError, ValueError, AttributeError):
+            status, body = await self._call("GET", "/health", None, timeout)
+            return status == 200 and json.loads(body).get("ok") is True
+        except (ControlPlaneDown, ValueError, AttributeError):
             return False

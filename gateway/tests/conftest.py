@@ -1,4 +1,4 @@
-"""A fake control plane (httpx MockTransport) and a Gateway addon loaded in mitmproxy's taddons context."""
+"""A fake control plane (an in-process transport) and a Gateway addon in mitmproxy's taddons context."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import httpx
 import pytest
 from mitmproxy.test import taddons, tflow, tutils
 
@@ -51,28 +50,30 @@ class FakeControlPlane:
     def bodies(self, suffix: str) -> list[dict]:
         return [b for p, b in self.calls if p.endswith(suffix)]
 
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        path = request.url.path
-        body = json.loads(request.content) if request.content else {}
-        assert request.headers["authorization"] == "Bearer svc-token"
+    async def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        """The client's transport interface: (status, body bytes)."""
+        status, doc = await self.handle(method, path, json.loads(body) if body else {})
+        return status, json.dumps(doc).encode()
+
+    async def close(self) -> None:
+        pass
+
+    async def handle(self, method: str, path: str, body: dict) -> tuple[int, dict]:
         self.calls.append((path, body))
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.fail_status:
-            return httpx.Response(self.fail_status, json={"detail": "boom"})
+            return self.fail_status, {"detail": "boom"}
         if path.endswith("/decide"):
-            answer = self.decide(body) if callable(self.decide) else self.decide
-            return httpx.Response(200, json=answer)
+            return 200, (self.decide(body) if callable(self.decide) else self.decide)
         if path.endswith("/wait"):
             answer = self.waits.pop(0) if self.waits else {"status": "pending", "decision": None}
             if answer.get("status") == "pending":
                 await asyncio.sleep(min(body["timeout_seconds"], 0.05))
-            return httpx.Response(200, json=answer)
+            return 200, answer
         if path.endswith("/trace"):
-            return httpx.Response(self.trace_status, json={"ok": self.trace_status == 200})
-        if path.endswith("/health"):
-            return httpx.Response(200, json={"ok": True})
-        return httpx.Response(200, json={"ok": True})
+            return self.trace_status, {"ok": self.trace_status == 200}
+        return 200, {"ok": True}
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ def token_file(tmp_path):
 
 @pytest.fixture
 async def gw(cp, token_file):
-    addon = Gateway(transport=httpx.MockTransport(cp.handle))
+    addon = Gateway(transport=cp)
     with taddons.context(addon) as tctx:
         tctx.configure(addon, roster_control_plane=CP_URL, roster_service_token_file=str(token_file),
                        roster_decide_timeout_ms=300, roster_hold_seconds=2, roster_dns_timeout_ms=500)

@@ -240,13 +240,13 @@ async def test_next_decision_of_a_run_waits_for_its_pending_outcome(gw, cp):
     order: list[str] = []
     real_handle = cp.handle
 
-    async def handle(request):
-        if request.url.path.endswith("/outcome"):
+    async def handle(method, path, body):
+        if path.endswith("/outcome"):
             await asyncio.sleep(0.2)
-        order.append(request.url.path.rsplit("/", 1)[-1])
-        return await real_handle(request)
+        order.append(path.rsplit("/", 1)[-1])
+        return await real_handle(method, path, body)
 
-    gw.client._http._transport.handler = handle
+    cp.handle = handle
     first = await run_request(gw, make_flow())
     first.response = tutils.tresp()
     gw.response(first)

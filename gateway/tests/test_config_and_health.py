@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import httpx
 import pytest
 from mitmproxy import exceptions
 from mitmproxy.test import taddons
@@ -13,14 +12,14 @@ from mitmproxy.test import taddons
 from roster_gateway.addon import Gateway
 from roster_gateway.health import HealthServer
 from roster_gateway.wire import WireError, parse_decision, parse_wait
-from tests.conftest import CP_URL, allow, deny
+from tests.conftest import CP_URL, FakeControlPlane, allow, deny
 
 
 def configure(tmp_path, token_mode=0o600, token_text="svc-token", **opts):  # noqa: S107
     path = tmp_path / "tok"
     path.write_text(token_text)
     path.chmod(token_mode)
-    addon = Gateway(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    addon = Gateway(transport=FakeControlPlane())
     with taddons.context(addon) as tctx:
         base = dict(roster_control_plane=CP_URL, roster_service_token_file=str(path))
         base.update(opts)
