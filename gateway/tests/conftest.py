@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 import pytest
 from mitmproxy.test import taddons, tflow, tutils
-
 from roster_gateway.addon import Gateway
 
 CP_URL = "http://cp.test"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-
 from roster_gateway.addresses import AddressRefused, Vetting, blocked_reason, vetted_address
 
 BLOCKED = [

@@ -8,10 +8,10 @@ import json
 import pytest
 from mitmproxy import exceptions
 from mitmproxy.test import taddons
-
 from roster_gateway.addon import Gateway
 from roster_gateway.health import HealthServer
 from roster_gateway.wire import WireError, parse_decision, parse_wait
+
 from tests.conftest import CP_URL, FakeControlPlane, allow, deny
 
 

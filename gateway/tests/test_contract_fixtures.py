@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-
 from roster_gateway.facts import decide_payload
 from roster_gateway.mcp import mcp_calls
 from roster_gateway.wire import parse_decision, parse_wait
+
 from tests.conftest import make_flow
 
 CONTRACT = Path(__file__).resolve().parents[2] / "tests" / "contract"

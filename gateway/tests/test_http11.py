@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown
 from roster_gateway.http11 import Http11Pool, HttpError
+
 from tests.support_ports import free_port
 
 

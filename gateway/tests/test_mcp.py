@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from roster_gateway.mcp import MalformedBody, McpCall, mcp_calls
 
 JSON = "application/json"
