@@ -271,22 +271,40 @@ def policy_error_answer(decision_id: str, method: str, url: str) -> dict:
     return _answer(decision, decision_id)
 
 
+def _bad_token(req: EgressRequest, decision_id: str) -> dict:
+    decision = engine.deny(DenyReason.BAD_TOKEN, "missing or unknown run token, or the run has ended")
+    _audit_decision(decision, decision_id, run=None, method=req.method, url=req.url,
+                    extra={"token_present": bool(req.token)})
+    return _answer(decision, decision_id)
+
+
+def _same_footing(before: Run, after: Run) -> bool:
+    return (before.pk, before.status, before.taint, before.untrusted, before.policy_version) == (
+        after.pk, after.status, after.taint, after.untrusted, after.policy_version)
+
+
 def _decide(req: EgressRequest, decision_id: str) -> dict:
     run = live_run_for_token(req.token, with_policy_version=True)
     if run is None:
-        decision = engine.deny(DenyReason.BAD_TOKEN, "missing or unknown run token, or the run has ended")
         with transaction.atomic():
-            _audit_decision(decision, decision_id, run=None, method=req.method, url=req.url,
-                            extra={"token_present": bool(req.token)})
-        return _answer(decision, decision_id)
-    # Taken outside the transaction: only what was read in autocommit may be cached.
+            return _bad_token(req, decision_id)
+    # Evaluated outside the transaction, so the compiled grants may come from (and go into) the cache.
     state = _state_for(run.policy_version)
-    rules = grant_rules_for_worker(run.worker_id, state)
     sentinel_ids = frozenset(sentinel_secret_ids([value for _, value in req.headers] + [req.path]))
-    now = timezone.now()
     facts = _facts(req, sentinel_ids)
-    decision = engine.require_authentic(engine.evaluate(_run_state(run), facts, rules, now))
+    now = timezone.now()
+    decision = engine.require_authentic(engine.evaluate(
+        _run_state(run), facts, grant_rules_for_worker(run.worker_id, state), now))
     with transaction.atomic():
+        # Re-read inside the write transaction: a run that ended, a taint raised or a grant revoked
+        # since the first read is decided again on the current state, never on the stale one.
+        current = live_run_for_token(req.token, with_policy_version=True)
+        if current is None:
+            return _bad_token(req, decision_id)
+        if not _same_footing(run, current):
+            run, state = current, _PolicyState(None)
+            decision = engine.require_authentic(engine.evaluate(
+                _run_state(run), facts, grant_rules_for_worker(run.worker_id, state), now))
         return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state)
 
 

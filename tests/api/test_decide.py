@@ -201,3 +201,48 @@ def test_mcp_tools_are_judged(gateway, token, make_grant):
                                            {"method": "tools/call", "tool": "delete_everything"}]))
     assert allowed["verdict"] == "allow"
     assert denied["reason"] == "no_grant" and batch["reason"] == "no_grant"
+
+
+@pytest.fixture
+def change_during_evaluation(monkeypatch):
+    """Run `change` right after the first (outside-the-transaction) evaluation: the window a concurrent
+    revocation would hit."""
+    from controlplane.policy import service
+
+    def install(change):
+        real = service.engine.evaluate
+        calls = []
+
+        def evaluate(*args):
+            decision = real(*args)
+            calls.append(decision)
+            if len(calls) == 1:
+                change()
+            return decision
+
+        monkeypatch.setattr(service.engine, "evaluate", evaluate)
+        return calls
+
+    return install
+
+
+def test_run_ending_mid_decision_is_bad_token(gateway, live_run, make_grant, change_during_evaluation):
+    run, token = live_run
+    make_grant()
+    change_during_evaluation(lambda: run_set_status(run.pk, Run.Status.CANCELLED))
+    answer = gateway.decide(decide_body(token))
+    assert answer["reason"] == "bad_token" and not RunDecision.objects.exists()
+
+
+def test_grant_revoked_mid_decision_is_denied(gateway, token, make_grant, change_during_evaluation):
+    grant = make_grant()
+    calls = change_during_evaluation(lambda: type(grant).objects.filter(pk=grant.pk).update(enabled=False))
+    answer = gateway.decide(decide_body(token))
+    assert answer["reason"] == "no_grant" and len(calls) == 2 and not SpendLine.objects.exists()
+
+
+def test_taint_raised_mid_decision_is_denied(gateway, live_run, make_grant, change_during_evaluation):
+    run, token = live_run
+    make_grant(max_taint=DataClass.PRIVATE)
+    change_during_evaluation(lambda: run_raise_taint(run.pk, DataClass.SECRET, untrusted=False))
+    assert gateway.decide(decide_body(token))["reason"] == "taint_too_high"
