@@ -90,3 +90,16 @@ def test_ask_then_expire_abandons_and_a_held_request_does_not_stall_others(stack
     assert stack.http.requests == []
     approval = Approval.objects.get()
     assert wait_until(lambda: Approval.objects.get(pk=approval.pk).abandoned_at is not None)
+
+
+def test_approval_after_the_hold_lets_the_identical_request_pass_once(stack, token, approver):
+    grant("asked", stack.http, mode="ask")
+    with box_client(stack.gateway, token) as box:
+        first = box.post(stack.http.url("/send"), content=b"same body")
+        assert deny_body(first)["reason"] == "approval_expired"
+        approval = Approval.objects.get()
+        assert wait_until(lambda: Approval.objects.get(pk=approval.pk).abandoned_at is not None)
+        approval_decide(approval.pk, approver, True, "web")  # the approver answers late
+        again = box.post(stack.http.url("/send"), content=b"same body")
+        assert again.status_code == 200, again.text
+    assert [r["body"] for r in stack.http.requests] == [b"same body"]
