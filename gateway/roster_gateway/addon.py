@@ -96,6 +96,9 @@ class Gateway:
         for name in FORBIDDEN_NONEMPTY:
             if getattr(opts, name, None):
                 raise exceptions.OptionsError(f"{name} would bypass the gateway's decisions; leave it empty")
+        # Flows carry injected secrets once allowed: never dump headers or bodies, never save flows.
+        if getattr(opts, "flow_detail", 0) > 1 or getattr(opts, "save_stream_file", None):
+            raise exceptions.OptionsError("flow_detail > 1 and save_stream_file would record secret values")
         for mode in getattr(opts, "mode", ()):
             if not mode.startswith("regular"):
                 raise exceptions.OptionsError("the gateway runs only as a regular HTTP proxy")
