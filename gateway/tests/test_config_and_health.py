@@ -49,6 +49,8 @@ def test_options_that_would_bypass_or_leak_are_refused(tmp_path, option):
     from mitmproxy.addons import dumper, save
     from mitmproxy.addons.proxyserver import Proxyserver
 
+    if "save_stream_file" in option:
+        option = {"save_stream_file": str(tmp_path / "flows.mitm")}
     addon = Gateway(transport=FakeControlPlane())
     path = tmp_path / "tok"
     path.write_text("svc")
