@@ -67,8 +67,11 @@ def gateway_stack(django_db_setup, django_db_blocker, redis_url, tmp_path_factor
 
 
 @pytest.fixture
-def stack(gateway_stack, transactional_db, settings):
+def stack(gateway_stack, transactional_db, settings, redis_url):
     settings.ROSTER_VAULT_KEY_FILE = gateway_stack.vault_key
+    # Approval broadcasts from this process go to the test Redis, not a default one.
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                           "CONFIG": {"hosts": [redis_url]}}}
     keyfile._cache.clear()
     vault_services.invalidate_sentinel_cache()
     for upstream in (gateway_stack.http, gateway_stack.https, gateway_stack.other):
