@@ -160,3 +160,15 @@ def test_ca_private_key_stays_private(stack):
     assert stack.gateway.confdir.stat().st_mode & 0o077 == 0
     key = stack.gateway.confdir / "mitmproxy-ca.pem"
     assert key.exists() and key.stat().st_mode & 0o077 == 0
+
+
+def test_a_broken_grant_is_a_policy_error_deny(stack, token):
+    from controlplane.policy.models import Grant
+
+    # Written past validation, as a corrupted row would be: the whole decision fails closed.
+    Grant.objects.create(slug="broken", host="*", port=stack.http.port, schemes=["http"])
+    with box_client(stack.gateway, token) as box:
+        response = box.get(stack.http.url("/"))
+    assert response.status_code == 503, response.text
+    assert deny_body(response)["reason"] == "policy_error"
+    assert stack.http.requests == []
