@@ -172,3 +172,11 @@ def test_a_broken_grant_is_a_policy_error_deny(stack, token):
     assert response.status_code == 503, response.text
     assert deny_body(response)["reason"] == "policy_error"
     assert stack.http.requests == []
+
+
+def test_allow_intercepted_https_to_an_ip_literal(stack, token):
+    grant("tls-ip", stack.https, host="127.0.0.1")
+    with box_client(stack.gateway, token) as box:
+        response = box.get(stack.https.url("/by-ip"))
+    assert response.status_code == 200, response.text
+    assert [r["path"] for r in stack.https.requests] == ["/by-ip"]
