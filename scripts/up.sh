@@ -29,7 +29,7 @@ start celery-worker "$PY" -m celery -A controlplane worker --loglevel INFO --con
 start celery-beat "$PY" -m celery -A controlplane beat --loglevel INFO --schedule var/celerybeat-schedule
 
 for _ in $(seq 1 60); do
-  curl -fsS -o /dev/null "http://127.0.0.1:$WEB_PORT/accounts/login/" && break; sleep 0.5
+  curl -fsS -o /dev/null "http://127.0.0.1:$WEB_PORT/accounts/login/" 2>/dev/null && break; sleep 0.5
 done
 curl -fsS -o /dev/null "http://127.0.0.1:$WEB_PORT/accounts/login/" || { echo "up: web did not answer; see var/log/web.log"; exit 1; }
 cat <<MSG
