@@ -15,9 +15,12 @@ from controlplane.approvals import broadcast
 from controlplane.approvals.models import Approval
 from controlplane.audit.services import audit_append
 from controlplane.core.errors import RosterError
+from controlplane.vault.redact import MASK as RECORD_MASK
+from controlplane.vault.redact import text_for_record, url_for_record
+from controlplane.vault.services import sentinel_secret_ids
 
 DECIDE_PERMISSION = "approvals.decide_approval"
-MASK = "[masked]"
+MASK = RECORD_MASK
 # Header names whose values are credentials or session material: never shown to approvers.
 AUTH_LIKE_FRAGMENTS = ("auth", "cookie", "token", "secret", "key", "session", "password", "signature")
 
@@ -40,27 +43,27 @@ def request_snapshot(
     *, method: str, url: str, headers: list[tuple[str, str]], body_preview: str, body_sha256: str,
     body_size: int, sentinels: frozenset[str] = frozenset(),
 ) -> dict:
-    """What an approver sees: quoted data, with credentials and sentinel values masked."""
+    """What an approver sees: quoted data, with credentials and sentinel values masked (in the URL too:
+    a sentinel, `key=`/`token=`/`sig=`... query values). `sentinels` adds literals to the vault's own."""
     shown = []
     for name, value in headers:
-        if _is_auth_like(name) or any(s and s in value for s in sentinels):
+        if (_is_auth_like(name) or any(s and s in value for s in sentinels)
+                or sentinel_secret_ids([value])):  # also a sentinel inside Basic credentials
             value = MASK
         shown.append([name, value])
-    preview = body_preview[: settings.ROSTER_BODY_PREVIEW_BYTES]
-    for sentinel in sentinels:
-        if sentinel:
-            preview = preview.replace(sentinel, MASK)
-    return {"method": method, "url": url, "headers": shown, "body_preview": preview,
-            "body_sha256": body_sha256, "body_size": body_size}
+    preview = text_for_record(body_preview[: settings.ROSTER_BODY_PREVIEW_BYTES], sentinels)
+    return {"method": method, "url": url_for_record(url, sentinels), "headers": shown,
+            "body_preview": preview, "body_sha256": body_sha256, "body_size": body_size}
 
 
 def approval_open(*, run, grant_id: int | None, grant_slug: str, snapshot: dict,
-                  now: datetime | None = None) -> Approval:
-    """Open a pending approval. Call inside the decision's transaction (audited there)."""
+                  now: datetime | None = None, digest: str | None = None) -> Approval:
+    """Open a pending approval. Call inside the decision's transaction (audited there). `digest` is the
+    request_digest of the request as received (the snapshot's URL is masked); default: the snapshot's."""
     now = now or timezone.now()
     approval = Approval.objects.create(
         run=run, grant_id=grant_id, grant_slug=grant_slug, request=snapshot,
-        request_digest=request_digest(snapshot["method"], snapshot["url"], snapshot["body_sha256"]),
+        request_digest=digest or request_digest(snapshot["method"], snapshot["url"], snapshot["body_sha256"]),
         expires_at=now + timedelta(seconds=settings.ROSTER_APPROVAL_TTL_SECONDS),
     )
     audit_append(
@@ -97,7 +100,7 @@ def approval_decide(approval_id, user, approve: bool, channel: str) -> Approval:
             "approval",
             {"approval": str(approval.pk), "event": "decided", "status": approval.status,
              "by": user.get_username(), "at": now.isoformat(), "channel": channel,
-             "grant": approval.grant_slug, "url": approval.request.get("url", "")},
+             "grant": approval.grant_slug, "url": url_for_record(approval.request.get("url", ""))},
             run=approval.run, verdict=approval.status,
         )
         status = approval.status

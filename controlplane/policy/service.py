@@ -10,6 +10,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from types import SimpleNamespace
 
 from django.conf import settings
@@ -37,6 +38,7 @@ from controlplane.policy import engine
 from controlplane.policy.engine import DenyReason, Verdict
 from controlplane.policy.models import Grant
 from controlplane.vault.models import Secret
+from controlplane.vault.redact import mcp_for_record, text_for_record, url_for_record
 from controlplane.vault.services import secret_reveal, sentinel_secret_ids
 
 log = logging.getLogger(__name__)
@@ -63,12 +65,21 @@ class EgressRequest:
     mcp: Sequence[tuple[str, str | None]]
 
     @property
-    def url(self) -> str:
-        """What an approval covers and the audit names; the port is always explicit."""
+    def exact_url(self) -> str:
+        """What an approval covers (its digest); the port is always explicit. Never written down."""
         host = self.host.lower()
         if self.scheme == "tunnel":
             return f"tunnel://{host}:{self.port}"
         return f"{self.scheme}://{host}:{self.port}{self.path}"
+
+    @cached_property
+    def url(self) -> str:
+        """The URL as audit records, approvals and run decisions name it: sentinels and credential query
+        values masked (controlplane.vault.redact). If masking fails, the path is left out altogether."""
+        try:
+            return url_for_record(self.exact_url)
+        except Exception:  # noqa: BLE001 - also named by the policy-error path; never fall back to raw
+            return f"{self.scheme}://{self.host.lower()}:{self.port}/[not recorded]"
 
 
 def new_decision_id() -> str:
@@ -183,7 +194,7 @@ def _audit_decision(decision: engine.Decision, decision_id: str, *, run: Run | N
                     extra: dict) -> None:
     grant = decision.grant
     data = {"decision_id": decision_id, "method": method, "url": url, "grant": grant.slug if grant else None,
-            "message": decision.message, "tripwire": decision.tripwire, **extra}
+            "message": text_for_record(decision.message), "tripwire": decision.tripwire, **extra}
     if run is not None:
         data["taint"] = DataClass(run.taint).label
         data["untrusted"] = run.untrusted
@@ -314,7 +325,7 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
     inject: list[dict] = []
     replace: list[dict] = []
     if decision.verdict == Verdict.ASK:
-        digest = request_digest(req.method, req.url, req.body_sha256)
+        digest = request_digest(req.method, req.exact_url, req.body_sha256)
         granted = approval_consume_grace(run.pk, digest, decision.grant.slug, now)
         if granted is not None:
             decision = engine.allow_approved(
@@ -322,12 +333,12 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
             )
         else:
             approval = approval_open(run=run, grant_id=decision.grant.id, grant_slug=decision.grant.slug,
-                                     snapshot=_snapshot(req, sentinel_ids), now=now)
+                                     snapshot=_snapshot(req, sentinel_ids), now=now, digest=digest)
     if decision.verdict == Verdict.ALLOW:
         decision, budget, inject, replace = _allow(run, decision, decision_id, method=req.method, url=req.url,
                                                    host=req.host, sentinel_ids=sentinel_ids, state=state)
     _audit_decision(decision, decision_id, run=run, method=req.method, url=req.url, extra={
-        "body_sha256": req.body_sha256, "body_size": req.body_size, "mcp": [list(m) for m in req.mcp],
+        "body_sha256": req.body_sha256, "body_size": req.body_size, "mcp": mcp_for_record(req.mcp),
         "approval": str((approval or granted).pk) if (approval or granted) else None, "budget": budget,
     })
     if decision.tripwire:
@@ -338,12 +349,14 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
 
 def _snapshot(req: EgressRequest, sentinel_ids: frozenset[int]) -> dict:
     sentinels = frozenset(Secret.objects.filter(pk__in=sentinel_ids).values_list("sentinel", flat=True))
-    snapshot = request_snapshot(method=req.method, url=req.url, headers=list(req.headers),
+    snapshot = request_snapshot(method=req.method, url=req.exact_url, headers=list(req.headers),
                                 body_preview=req.body_preview, body_sha256=req.body_sha256,
                                 body_size=req.body_size, sentinels=sentinels)
     # What the approved request is re-judged on when the gateway collects the approval.
-    snapshot["facts"] = {"scheme": req.scheme, "host": req.host, "port": req.port, "path": req.path,
-                         "mcp": [list(m) for m in req.mcp], "sentinel_secret_ids": sorted(sentinel_ids)}
+    # Stored, so masked like the URL: the query is never matched, and a mask stays inside its segment.
+    snapshot["facts"] = {"scheme": req.scheme, "host": req.host, "port": req.port,
+                         "path": url_for_record(req.path, sentinels), "mcp": mcp_for_record(req.mcp),
+                         "sentinel_secret_ids": sorted(sentinel_ids)}
     return snapshot
 
 

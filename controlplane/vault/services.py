@@ -101,6 +101,7 @@ class _SentinelIndex:
         self._lock = threading.Lock()
         self._regex: re.Pattern | None = None
         self._ids: dict[str, int] = {}
+        self._names: dict[str, str] = {}
         self._fingerprint: tuple | None = None
         self._checked_at = 0.0
         self._valid = False
@@ -114,19 +115,25 @@ class _SentinelIndex:
         return (agg["n"], agg["latest"], agg["top"])
 
     def lookup(self) -> tuple[re.Pattern | None, dict[str, int]]:
+        regex, ids, _names = self.lookup_named()
+        return regex, ids
+
+    def lookup_named(self) -> tuple[re.Pattern | None, dict[str, int], dict[str, str]]:
         with self._lock:
             now = time.monotonic()
             if self._valid and now - self._checked_at < settings.ROSTER_VAULT_SENTINEL_CACHE_SECONDS:
-                return self._regex, self._ids
+                return self._regex, self._ids, self._names
             fingerprint = self._fingerprint_now()
             self._checked_at = now
             if self._valid and fingerprint == self._fingerprint:
-                return self._regex, self._ids
-            ids = dict(Secret.objects.values_list("sentinel", "id"))
+                return self._regex, self._ids, self._names
+            rows = list(Secret.objects.values_list("sentinel", "id", "name"))
+            ids = {sentinel: pk for sentinel, pk, _name in rows}
             ordered = sorted(ids, key=len, reverse=True)
             self._regex = re.compile("|".join(map(re.escape, ordered))) if ordered else None
-            self._ids, self._fingerprint, self._valid = ids, fingerprint, True
-            return self._regex, self._ids
+            self._ids, self._names = ids, {sentinel: name for sentinel, _pk, name in rows}
+            self._fingerprint, self._valid = fingerprint, True
+            return self._regex, self._ids, self._names
 
 
 _index = _SentinelIndex()
@@ -152,6 +159,17 @@ def sentinel_secret_ids(texts: Iterable[str]) -> frozenset[int]:
         for candidate in (text, *_basic_decoded(text)):
             found.update(ids[m.group(0)] for m in regex.finditer(candidate))
     return frozenset(found)
+
+
+def mask_sentinels(text: str) -> str:
+    """`text` with every known sentinel replaced by `[sentinel of NAME]` (for what is written down, never
+    for matching): readers learn which secret it pointed at, never a value to correlate or replay."""
+    if not isinstance(text, str) or not text:
+        return text
+    regex, _ids, names = _index.lookup_named()
+    if regex is None:
+        return text
+    return regex.sub(lambda m: f"[sentinel of {names.get(m.group(0), 'a secret')}]", text)
 
 
 def _basic_decoded(text: str) -> list[str]:
