@@ -25,29 +25,15 @@ def test_fixtures_are_present():
     assert len(DECIDE) >= 10 and len(WAITS) == 4, f"tests/contract/ fixtures missing: {sorted(FIXTURES)}"
 
 
-def _body_for(request: dict) -> bytes:
-    """The body the fixture describes: its preview when that is the whole body, else JSON-RPC messages
-    carrying the fixture's MCP calls (some fixtures abbreviate the preview)."""
-    preview = request["body_preview"].encode()
-    if len(preview) == request["body_size"] or not request["mcp"]:
-        return preview
-    messages = [{"jsonrpc": "2.0", "id": i, "method": c["method"], "params": {"name": c["tool"]}}
-                for i, c in enumerate(request["mcp"])]
-    return json.dumps(messages[0] if len(messages) == 1 else messages).encode()
-
-
-def _consistent(request: dict) -> bool:
-    return len(request["body_preview"].encode()) == request["body_size"]
-
-
 def _flow_like(request: dict):
-    """A box request that should produce the fixture's /decide request."""
-    body_preview = _body_for(request)
+    """A box request that should produce the fixture's /decide request (each fixture's body preview is
+    its whole body; tests/contract/test_fixture_consistency.py keeps them so)."""
     headers = [(k, v) for k, v in request["headers"] if k != "host"]
     host_header = request["host"] if request["port"] in (80, 443) else f"{request['host']}:{request['port']}"
     return make_flow(host=request["host"], port=request["port"], scheme=request["scheme"],
-                     method=request["method"], path=request["path"], headers=headers, content=body_preview,
-                     host_header=host_header, token=request["token"])
+                     method=request["method"], path=request["path"], headers=headers,
+                     content=request["body_preview"].encode(), host_header=host_header,
+                     token=request["token"])
 
 
 @pytest.mark.parametrize("name", [n for n in DECIDE if FIXTURES[n]["request"]["scheme"] != "tunnel"])
@@ -59,9 +45,8 @@ def test_gateway_builds_the_fixture_decide_request(name):
     payload = decide_payload(flow.request, token=expected["token"], scheme=expected["scheme"], mcp=mcp,
                              preview_bytes=4096)
     assert set(payload) == set(expected)
-    keys = ["token", "method", "scheme", "host", "port", "path", "mcp"]
-    if _consistent(expected):
-        keys += ["body_size", "body_sha256", "body_preview"]
+    keys = ["token", "method", "scheme", "host", "port", "path", "mcp", "body_size", "body_sha256",
+            "body_preview"]
     for key in keys:
         assert payload[key] == expected[key], key
     for key, value in expected.items():
