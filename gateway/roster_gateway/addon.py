@@ -19,7 +19,7 @@ from roster_gateway.health import HealthServer
 from roster_gateway.mcp import MalformedBody, mcp_calls
 from roster_gateway.options import OPTIONS, GatewayConfig, build_config, export_ca_cert
 from roster_gateway.responses import deny_flow
-from roster_gateway.swap import apply_secrets
+from roster_gateway.swap import SwapRefused, apply_secrets
 from roster_gateway.wire import DENY_STATUSES, Decision
 
 log = logging.getLogger("roster_gateway")
@@ -265,7 +265,12 @@ class Gateway:
                 deny_flow(flow, 503, "trace_failed", f"model input could not be traced: {exc}",
                           decision_id=decision.decision_id)
                 return
-        apply_secrets(request, decision)
+        try:
+            apply_secrets(request, decision)
+        except SwapRefused as exc:
+            self._settle_unused(decision, 400, "malformed_request")
+            deny_flow(flow, 400, "malformed_request", str(exc), decision_id=decision.decision_id)
+            return
         # Dial the vetted IP; Host header and TLS SNI keep the name (see server_connect).
         request.data.host = ip
         state.dial_names[(ip, request.port)] = host
