@@ -244,8 +244,21 @@ def _allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str
     RunDecision.objects.create(decision_id=decision_id, run=run, grant_slug=grant.slug,
                                result_class=int(grant.result_class), untrusted=bool(grant.untrusted),
                                trace=bool(grant.trace), method=method, url=url)
+    _raise_taint_for_result(run, grant)
     inject, replace = _credentials(run, grant, decision_id, host, sentinel_ids, state or _PolicyState(None))
     return decision, None, inject, replace
+
+
+def _raise_taint_for_result(run: Run, grant: engine.GrantRule) -> None:
+    """Raise the run's taint / untrusted flag now, in the decision's transaction: the allowed call's
+    result is assumed to arrive (even if the call then fails), so the run's next decision, however soon,
+    is judged on it and nothing waits for /outcome. `run` was read inside this transaction and taint
+    only ever rises, so a run already at or above the grant's level needs no write."""
+    wanted, untrusted = int(grant.result_class), bool(grant.untrusted)
+    if run.taint >= wanted and (run.untrusted or not untrusted):
+        return
+    # `run` itself keeps the taint this decision was judged on: that is what its audit record names.
+    run_raise_taint(run.pk, wanted, untrusted)
 
 
 # --- /decide ---
@@ -439,9 +452,8 @@ class OutcomeConflict(Exception):
 
 def outcome_report(decision_id: str, status: int, request_bytes: int, response_bytes: int,
                    error: str = "") -> None:
-    """Settle the reservation with the real bytes and raise the run's taint / untrusted flag from the
-    grant as it was when it allowed the request. Always raised, even on upstream errors: when in doubt,
-    assume data came back."""
+    """Settle the reservation with the real bytes. The run's taint was raised by the decision itself
+    (_raise_taint_for_result), so an outcome that is late, lost or never sent lowers nothing."""
     with transaction.atomic():
         record = RunDecision.objects.select_for_update().filter(decision_id=decision_id).first()
         if record is None:
@@ -457,7 +469,6 @@ def outcome_report(decision_id: str, status: int, request_bytes: int, response_b
         record.outcome_at = timezone.now()
         record.outcome_status = status
         record.save(update_fields=["outcome_at", "outcome_status"])
-        run_raise_taint(record.run_id, record.result_class, record.untrusted)
 
 
 def trace_store(decision_id: str, body: bytes) -> str:

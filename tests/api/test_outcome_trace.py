@@ -1,4 +1,5 @@
-"""POST /outcome settles the ledger and raises taint by the grant as it was; POST /trace stores bodies."""
+"""An allow raises taint by its grant at decision time; POST /outcome settles the ledger; POST /trace
+stores bodies."""
 
 import base64
 import hashlib
@@ -22,19 +23,45 @@ def _outcome(decision_id, **overrides):
     return body
 
 
-def test_outcome_settles_and_raises_taint(gateway, live_run, make_grant):
+def test_allow_raises_taint_at_decision_time_and_outcome_settles(gateway, live_run, make_grant):
     run, token = live_run
     grant = make_grant(result_class=DataClass.SECRET, untrusted=True, max_taint=DataClass.SECRET)
-    decision_id = gateway.decide(decide_body(token))["decision_id"]
-    # An edit after the decision does not change what the outcome applies.
-    type(grant).objects.filter(pk=grant.pk).update(result_class=DataClass.PUBLIC, untrusted=False)
-    response = gateway.post(OUTCOME, _outcome(decision_id))
-    assert response.status_code == 200 and response.json() == {"ok": True}
+    answer = gateway.decide(decide_body(token))
+    assert answer["verdict"] == "allow"
+    # Raised by the decision itself, before (and without) any outcome.
     run.refresh_from_db()
     assert run.taint == DataClass.SECRET and run.untrusted
-    settle = SpendLine.objects.get(decision_id=decision_id, kind="settle")
+    # The decision's audit record names the taint it was judged on, not the raised one.
+    record = AuditRecord.objects.get(kind="decision", run_id_ref=run.pk)
+    assert '"taint":"private"' in record.body and '"untrusted":false' in record.body
+    type(grant).objects.filter(pk=grant.pk).update(result_class=DataClass.PUBLIC, untrusted=False)
+    response = gateway.post(OUTCOME, _outcome(answer["decision_id"]))
+    assert response.status_code == 200 and response.json() == {"ok": True}
+    run.refresh_from_db()
+    assert run.taint == DataClass.SECRET and run.untrusted  # an outcome never lowers it
+    settle = SpendLine.objects.get(decision_id=answer["decision_id"], kind="settle")
     assert settle.amount == 2058
-    assert gateway.post(OUTCOME, _outcome(decision_id)).status_code == 409
+    assert gateway.post(OUTCOME, _outcome(answer["decision_id"])).status_code == 409
+
+
+def test_next_decision_sees_taint_of_an_unreported_allow(gateway, live_run, make_grant):
+    """No outcome is ever reported for the first call: the second is still judged on its result."""
+    run, token = live_run
+    make_grant(slug="secret-source", host="vault.example.com", result_class=DataClass.SECRET,
+               max_taint=DataClass.SECRET)
+    make_grant(slug="public-sink", max_taint=DataClass.PRIVATE)
+    first = gateway.decide({**decide_body(token), "host": "vault.example.com", "path": "/v1/read"})
+    assert (first["verdict"], first["grant"]) == ("allow", "secret-source")
+    second = gateway.decide(decide_body(token))
+    assert (second["verdict"], second["reason"]) == ("deny", "taint_too_high")
+
+
+def test_denied_decision_raises_no_taint(gateway, live_run, make_grant):
+    run, token = live_run
+    make_grant(mode="deny", result_class=DataClass.SECRET, untrusted=True)
+    assert gateway.decide(decide_body(token))["verdict"] == "deny"
+    run.refresh_from_db()
+    assert run.taint == DataClass.PRIVATE and not run.untrusted
 
 
 def test_outcome_of_trusted_public_grant_keeps_run_private(gateway, live_run, make_grant):
