@@ -3,7 +3,10 @@
     with gateway_process(live_server.url, GATEWAY_SERVICE_TOKEN, tmp_path) as gw:
         httpx.get(url, proxy=gw.proxy_url_with(run_token), verify=gw.ca_cert_path)
 
-Listens on loopback on a free port, with its own mitmproxy confdir (the CA) under tmp_path."""
+Listens on loopback on a free port, with its own mitmproxy confdir (the CA) under tmp_path, unless
+`extra_options` names another `listen_host` (e.g. a box bridge's address, as scripts/gateway-up.sh
+does): readiness is then checked, and proxy URLs point, at that address. The health endpoint is always
+on loopback."""
 
 from __future__ import annotations
 
@@ -23,19 +26,34 @@ ADDON_SCRIPT = procs.REPO / "gateway" / "roster_gateway" / "script.py"
 @dataclass(frozen=True)
 class GatewayProcess:
     port: int
-    proxy_url: str  # http://127.0.0.1:PORT (no credentials)
+    proxy_url: str  # http://HOST:PORT (no credentials); HOST is where it listens (127.0.0.1 by default)
     health_url: str
     ca_cert_path: Path  # public certificate only; the key stays in confdir
     confdir: Path
     log_path: Path
     proc: object
+    host: str = "127.0.0.1"  # an address the proxy port answers on
 
     def proxy_url_with(self, run_token: str, user: str = "run") -> str:
         """Proxy URL carrying the run token as the Basic password."""
-        return f"http://{user}:{run_token}@127.0.0.1:{self.port}"
+        return f"http://{user}:{run_token}@{_url_host(self.host)}:{self.port}"
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def reachable_host(listen_host: str) -> str:
+    """Where to connect to reach a listener on `listen_host` (a wildcard address: its loopback)."""
+    host = str(listen_host).strip("[]")
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "::1"
+    return host
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def _set(name: str, value: object) -> list[str]:
@@ -81,15 +99,16 @@ def gateway_process(control_plane_url: str, service_token: str, tmp_path: Path, 
     log = base / "mitmdump.log"
     proc = procs.spawn(args, env={"PYTHONDONTWRITEBYTECODE": "1"}, log=log)
     try:
-        procs.wait_for_port(int(options["listen_port"]), proc=proc, timeout=30)
+        host = reachable_host(str(options["listen_host"]))
+        procs.wait_for_port(int(options["listen_port"]), host=host, proc=proc, timeout=30)
         procs.wait_for_port(health_port, proc=proc, timeout=10)
         deadline = time.monotonic() + 10
         while not ca_export.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         yield GatewayProcess(
-            port=int(options["listen_port"]), proxy_url=f"http://127.0.0.1:{options['listen_port']}",
+            port=int(options["listen_port"]), proxy_url=f"http://{_url_host(host)}:{options['listen_port']}",
             health_url=f"http://127.0.0.1:{health_port}/healthz", ca_cert_path=ca_export, confdir=confdir,
-            log_path=log, proc=proc,
+            log_path=log, proc=proc, host=host,
         )
     except BaseException:
         print(log.read_text(errors="replace") if log.exists() else "(no gateway log)")

@@ -102,9 +102,9 @@ def box_stack(box_site, django_db_setup, django_db_blocker, redis_url, tmp_path_
                                   box_site.child_env(ROSTER_GATEWAY_TOKEN_SHA256=token_sha))
     with procs.daphne_server(env, tmp) as url, gateway_process(
         url, GATEWAY_SERVICE_TOKEN, tmp, allow_loopback_upstreams=True,
-        # All interfaces so the helper's loopback readiness check works; the host firewall still lets
-        # boxes reach only this port on the bridge address.
-        extra_options={"listen_host": "0.0.0.0", "listen_port": box_site.gateway_port,
+        # On the bridge address only, as in production (scripts/gateway-up.sh): boxes reach it there,
+        # and nothing else on the host's other interfaces can.
+        extra_options={"listen_host": box_site.gateway_ip, "listen_port": box_site.gateway_port,
                        "ssl_verify_upstream_trusted_ca": upstream_ca.cert_path},
     ) as gw:
         settings = {**box_site.settings, "ROSTER_GATEWAY_CA_CERT": gw.ca_cert_path,

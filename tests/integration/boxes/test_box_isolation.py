@@ -136,7 +136,18 @@ def test_box_is_locked_and_the_gateway_is_the_only_exit(stack, docker_client, ot
     run_set_status(other.pk, Run.Status.CANCELLED, "test")
     with upstream_server() as (port, after):
         for token in (own_token, other_token):
-            proxy = f"http://run:{token}@127.0.0.1:{site.gateway_port}"
+            proxy = stack.gateway.proxy_url_with(token)  # the bridge address, where it listens
             answer = httpx.get(f"http://127.0.0.1:{port}/allowed/again", proxy=proxy, timeout=10)
             assert answer.status_code == 407, answer.text
         assert after.requests == []
+
+
+def test_gateway_listens_on_the_bridge_address_only(stack):
+    """As in production (scripts/gateway-up.sh): reachable where boxes reach it, not on host loopback."""
+    gw = stack.gateway
+    assert gw.host == stack.site.gateway_ip and f"@{stack.site.gateway_ip}:" in gw.proxy_url_with("rt_x")
+    with socket.create_connection((stack.site.gateway_ip, stack.site.gateway_port), timeout=2):
+        pass
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", stack.site.gateway_port), timeout=2):
+        pass
+    assert httpx.get(gw.health_url, timeout=5).status_code == 200  # health stays on loopback
