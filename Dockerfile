@@ -3,6 +3,9 @@
 ARG BASE=python:3.11-slim-bookworm
 FROM ${BASE}
 RUN useradd --create-home --uid 10001 roster
+# iptables: the dispatcher's preflight reads the host's lockdown rules (compose: host network, NET_ADMIN).
+# It must use the host's backend (bookworm's default, nft); a legacy-iptables host would look empty.
+RUN apt-get update && apt-get install -y --no-install-recommends iptables && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY controlplane ./controlplane
