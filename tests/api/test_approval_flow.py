@@ -179,3 +179,15 @@ def test_database_failure_while_waiting_is_a_deny(gateway, token, ask_grant, mon
     answer = _wait(gateway, approval_id)
     assert answer["status"] == "expired" and answer["decision"]["reason"] == "policy_error"
     assert "locked" not in answer["decision"]["message"]
+
+
+def test_grace_digest_covers_the_exact_url_though_the_record_is_masked(gateway, token, ask_grant, approver):
+    path = "/v1/chat/completions?key=credential-A"
+    approval_id = _ask(gateway, token, path=path)
+    approval = Approval.objects.get(pk=approval_id)
+    assert "credential-A" not in approval.request["url"] and "key=[masked]" in approval.request["url"]
+    gateway.post(f"/api/gateway/approvals/{approval_id}/abandon", {})
+    approval_decide(approval_id, approver, True, "web")
+    other = gateway.decide(decide_body(token, path="/v1/chat/completions?key=credential-B"))
+    assert other["verdict"] == "ask"  # same masked URL, different request: not covered
+    assert gateway.decide(decide_body(token, path=path))["verdict"] == "allow"
