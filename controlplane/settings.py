@@ -212,3 +212,5 @@ ROSTER_BOX_SYSTEM_CA_BUNDLE = Path(
 ROSTER_RUN_WAIT_POLL_SECONDS = _env_float("ROSTER_RUN_WAIT_POLL_SECONDS", 0.2)
 # A grant file is a few lines; anything larger is refused by `grants check/import`.
 ROSTER_GRANT_FILE_MAX_BYTES = _env_int("ROSTER_GRANT_FILE_MAX_BYTES", 64 * 1024)
+# POST /api/gateway/outcomes: the most outcome reports the gateway may settle in one call (one transaction).
+ROSTER_OUTCOME_BATCH_MAX = _env_int("ROSTER_OUTCOME_BATCH_MAX", 256)

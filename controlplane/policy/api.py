@@ -27,7 +27,7 @@ from pydantic import ConfigDict, Field, StrictInt, StrictStr, field_validator
 from controlplane.approvals.models import Approval
 from controlplane.approvals.selectors import approval_status
 from controlplane.approvals.services import approval_abandon, approval_mark_expired
-from controlplane.policy import service
+from controlplane.policy import outcomes, service
 
 log = logging.getLogger(__name__)
 MAX_TOKEN = 1024
@@ -134,6 +134,14 @@ class OutcomeIn(Strict):
     error: Str = ""
 
 
+class OutcomesIn(Strict):
+    outcomes: Annotated[list[OutcomeIn], Field(min_length=1, max_length=settings.ROSTER_OUTCOME_BATCH_MAX)]
+
+
+class OutcomesOut(Strict):
+    results: list[Literal["ok", "unknown", "already_settled", "error"]]
+
+
 class TraceIn(Strict):
     decision_id: Annotated[StrictStr, Field(min_length=1, max_length=64)]
     body_b64: Annotated[StrictStr, Field(max_length=(settings.ROSTER_TRACE_MAX_BYTES + 2) // 3 * 4)]
@@ -236,13 +244,19 @@ async def outcome(request, body: OutcomeIn):
 
 def _outcome(body: OutcomeIn) -> Status:
     try:
-        service.outcome_report(body.decision_id, body.status, body.request_bytes, body.response_bytes,
+        outcomes.outcome_report(body.decision_id, body.status, body.request_bytes, body.response_bytes,
                                body.error)
-    except service.OutcomeUnknown:
+    except outcomes.OutcomeUnknown:
         return Status(404, {"detail": "no allowed decision with this id"})
-    except service.OutcomeConflict:
+    except outcomes.OutcomeConflict:
         return Status(409, {"detail": "outcome already reported"})
     return Status(200, {"ok": True})
+
+
+@router.post("/outcomes", response={200: OutcomesOut}, summary="Report many outcomes at once")
+async def outcomes_batch(request, body: OutcomesIn):
+    items = [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error) for o in body.outcomes]
+    return {"results": await in_pool(request, outcomes.outcomes_report, items)}
 
 
 @router.post("/trace", response={200: OkOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut},
@@ -256,10 +270,10 @@ def _trace(body: TraceIn) -> Status:
     if len(raw) > settings.ROSTER_TRACE_MAX_BYTES:
         return Status(413, {"detail": "trace body too large"})
     try:
-        service.trace_store(body.decision_id, raw)
-    except service.OutcomeUnknown:
+        outcomes.trace_store(body.decision_id, raw)
+    except outcomes.OutcomeUnknown:
         return Status(404, {"detail": "no allowed decision with this id"})
-    except service.OutcomeConflict:
+    except outcomes.OutcomeConflict:
         return Status(409, {"detail": "already traced"})
     return Status(200, {"ok": True})
 

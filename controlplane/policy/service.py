@@ -4,7 +4,6 @@ and write the audit records. Any failure is a deny (policy_error); the floor is 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 from collections.abc import Sequence
@@ -26,14 +25,13 @@ from controlplane.approvals.services import (
     request_digest,
     request_snapshot,
 )
-from controlplane.audit.models import ModelTrace
 from controlplane.audit.services import audit_append
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run, RunDecision
 from controlplane.fleet.selectors import live_run_for_token
 from controlplane.fleet.services import run_raise_taint
-from controlplane.ledger.services import reserve, settle
-from controlplane.ledger.types import AlreadySettled, OverBudget, UnknownDecision
+from controlplane.ledger.services import reserve
+from controlplane.ledger.types import OverBudget
 from controlplane.policy import engine
 from controlplane.policy.engine import DenyReason, Verdict
 from controlplane.policy.models import Grant
@@ -439,55 +437,3 @@ def _rejudge(approval: Approval, run: Run, facts: dict, sentinel_ids: frozenset[
         return engine.allow_approved(decision.grant, f"approved by {who} via {approval.channel}")
     return decision
 
-
-# --- /outcome and /trace ---
-
-class OutcomeUnknown(Exception):
-    """No allowed decision with this id (404)."""
-
-
-class OutcomeConflict(Exception):
-    """The decision's outcome (or trace) was already reported (409)."""
-
-
-def outcome_report(decision_id: str, status: int, request_bytes: int, response_bytes: int,
-                   error: str = "") -> None:
-    """Settle the reservation with the real bytes. The run's taint was raised by the decision itself
-    (_raise_taint_for_result), so an outcome that is late, lost or never sent lowers nothing."""
-    with transaction.atomic():
-        record = RunDecision.objects.select_for_update().filter(decision_id=decision_id).first()
-        if record is None:
-            raise OutcomeUnknown(decision_id)
-        if record.outcome_at is not None:
-            raise OutcomeConflict(decision_id)
-        try:
-            settle(decision_id, request_bytes, response_bytes)
-        except UnknownDecision as exc:
-            raise OutcomeUnknown(decision_id) from exc
-        except AlreadySettled as exc:
-            raise OutcomeConflict(decision_id) from exc
-        record.outcome_at = timezone.now()
-        record.outcome_status = status
-        record.save(update_fields=["outcome_at", "outcome_status"])
-
-
-def trace_store(decision_id: str, body: bytes) -> str:
-    """Store a model input byte-exactly before the gateway forwards it. Returns its SHA-256."""
-    if len(body) > settings.ROSTER_TRACE_MAX_BYTES:
-        raise ValueError("trace body larger than ROSTER_TRACE_MAX_BYTES")
-    digest = hashlib.sha256(body).hexdigest()
-    with transaction.atomic():
-        record = RunDecision.objects.select_for_update().select_related("run__worker").filter(
-            decision_id=decision_id).first()
-        if record is None:
-            raise OutcomeUnknown(decision_id)
-        if record.traced:
-            raise OutcomeConflict(decision_id)
-        ModelTrace.objects.create(run_id_ref=record.run_id, grant_slug=record.grant_slug,
-                                  decision_id=decision_id, method=record.method, url=record.url,
-                                  sha256=digest, size=len(body), body=body)
-        record.traced = True
-        record.save(update_fields=["traced"])
-        audit_append("trace", {"decision_id": decision_id, "grant": record.grant_slug, "url": record.url,
-                               "sha256": digest, "size": len(body)}, run=record.run)
-    return digest

@@ -5,6 +5,7 @@ import base64
 import hashlib
 
 import pytest
+from django.conf import settings
 
 from controlplane.audit.models import AuditRecord, ModelTrace
 from controlplane.core.taint import DataClass
@@ -77,6 +78,57 @@ def test_outcome_unknown_or_denied_decision_is_404(gateway, token, make_grant):
     assert gateway.post(OUTCOME, _outcome("dc_nope")).status_code == 404
     denied = gateway.decide(decide_body(token))["decision_id"]
     assert gateway.post(OUTCOME, _outcome(denied)).status_code == 404
+    assert not SpendLine.objects.filter(kind="settle").exists()
+
+
+OUTCOMES = "/api/gateway/outcomes"
+
+
+def test_outcome_batch_settles_each_in_order(gateway, live_run, make_grant):
+    run, token = live_run
+    make_grant()
+    first, second = (gateway.decide(decide_body(token))["decision_id"] for _ in range(2))
+    denied = gateway.decide(decide_body(token, host="elsewhere.example.com"))["decision_id"]
+    body = {"outcomes": [_outcome(first), _outcome(second, response_bytes=5), _outcome(denied),
+                         _outcome(first), _outcome("dc_nope")]}
+    response = gateway.post(OUTCOMES, body)
+    assert response.status_code == 200
+    assert response.json() == {"results": ["ok", "ok", "unknown", "already_settled", "unknown"]}
+    settled = dict(SpendLine.objects.filter(kind="settle").values_list("decision_id", "amount"))
+    assert settled == {first: 2058, second: 15}
+    # Every settle line still appends its own spend record.
+    spend = AuditRecord.objects.filter(kind="spend", body__contains='"op":"settle"')
+    assert spend.count() == 2
+    assert gateway.post(OUTCOMES, {"outcomes": [_outcome(second)]}).json() == {"results": ["already_settled"]}
+
+
+def test_outcome_batch_survives_one_broken_outcome(gateway, live_run, make_grant, monkeypatch):
+    from controlplane.policy import outcomes
+
+    run, token = live_run
+    make_grant()
+    good, bad = (gateway.decide(decide_body(token))["decision_id"] for _ in range(2))
+    real_settle = outcomes.settle
+
+    def settle(decision_id, *args):
+        if decision_id == bad:
+            raise RuntimeError("disk on fire")
+        return real_settle(decision_id, *args)
+
+    monkeypatch.setattr(outcomes, "settle", settle)
+    response = gateway.post(OUTCOMES, {"outcomes": [_outcome(good), _outcome(bad)]})
+    assert response.json() == {"results": ["ok", "error"]}
+    assert list(SpendLine.objects.filter(kind="settle").values_list("decision_id", flat=True)) == [good]
+
+
+TOO_MANY = {"outcomes": [_outcome("dc_x")] * (settings.ROSTER_OUTCOME_BATCH_MAX + 1)}
+
+
+@pytest.mark.parametrize("body", [{"outcomes": []}, TOO_MANY,
+                                  {"outcomes": [_outcome("dc_x", extra=1)]}, {"outcomes": [], "x": 1},
+                                  {"outcomes": [_outcome("dc_x", status=1.0)]}, [_outcome("dc_x")]])
+def test_outcome_batch_bad_bodies(gateway, body):
+    assert gateway.post(OUTCOMES, body).status_code == 422
     assert not SpendLine.objects.filter(kind="settle").exists()
 
 

@@ -97,11 +97,11 @@ def _allowed(gateway, token, make_grant, **grant_fields):
     return gateway.decide(contract.load("decide_allow_trace", **{contract.TOKEN: token})["request"])
 
 
-@pytest.mark.parametrize("name", ["outcome", "outcome_unknown", "outcome_settled", "trace", "abandon",
-                                  "health", "unknown_field"])
+@pytest.mark.parametrize("name", ["outcome", "outcomes", "outcome_unknown", "outcome_settled", "trace",
+                                  "abandon", "health", "unknown_field"])
 def test_other_fixtures(name, gateway, token, make_grant):
     substitutions = {contract.TOKEN: token}
-    if name in ("outcome", "outcome_settled", "trace"):
+    if name in ("outcome", "outcomes", "outcome_settled", "trace"):
         substitutions[contract.DECISION_ID] = _allowed(gateway, token, make_grant, trace=True)["decision_id"]
     if name == "abandon":
         make_grant(mode="ask")

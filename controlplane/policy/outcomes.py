@@ -1,0 +1,106 @@
+"""After an allowed decision: /outcome settles its reservation with the real bytes (one or a batch per
+transaction) and /trace stores a model input byte-exactly before the gateway forwards it."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from controlplane.audit.models import ModelTrace
+from controlplane.audit.services import audit_append
+from controlplane.fleet.models import RunDecision
+from controlplane.ledger.services import settle
+from controlplane.ledger.types import AlreadySettled, UnknownDecision
+
+log = logging.getLogger(__name__)
+
+
+class OutcomeUnknown(Exception):
+    """No allowed decision with this id (404)."""
+
+
+class OutcomeConflict(Exception):
+    """The decision's outcome (or trace) was already reported (409)."""
+
+
+def outcome_report(decision_id: str, status: int, request_bytes: int, response_bytes: int,
+                   error: str = "") -> None:
+    """Settle the reservation with the real bytes. The run's taint was raised by the decision itself
+    (controlplane.policy.service), so an outcome that is late, lost or never sent lowers nothing."""
+    with transaction.atomic():
+        _settle_outcome(decision_id, status, request_bytes, response_bytes)
+
+
+OUTCOME_RESULTS = {OutcomeUnknown: "unknown", OutcomeConflict: "already_settled"}
+
+
+def outcomes_report(outcomes: Sequence[tuple[str, int, int, int, str]]) -> list[str]:
+    """Settle many outcomes in one transaction; one result per outcome, in order: "ok", "unknown" or
+    "already_settled". An unknown or settled id writes nothing before it is refused, so it cannot spoil
+    its neighbours; any other failure rolls the batch back and each outcome is retried on its own."""
+    try:
+        with transaction.atomic():
+            return [_settle_one(*outcome) for outcome in outcomes]
+    except Exception as exc:  # noqa: BLE001 - one broken outcome must not lose the others
+        log.error("outcome batch failed (%s); settling one by one", type(exc).__name__)
+    results = []
+    for outcome in outcomes:
+        try:
+            with transaction.atomic():
+                results.append(_settle_one(*outcome))
+        except Exception as exc:  # noqa: BLE001 - reported to the gateway as this outcome's failure
+            log.error("outcome %s failed: %s", outcome[0], type(exc).__name__)
+            results.append("error")
+    return results
+
+
+def _settle_one(decision_id: str, status: int, request_bytes: int, response_bytes: int, error: str) -> str:
+    try:
+        _settle_outcome(decision_id, status, request_bytes, response_bytes)
+    except (OutcomeUnknown, OutcomeConflict) as exc:
+        return OUTCOME_RESULTS[type(exc)]
+    return "ok"
+
+
+def _settle_outcome(decision_id: str, status: int, request_bytes: int, response_bytes: int) -> None:
+    record = RunDecision.objects.select_for_update().filter(decision_id=decision_id).first()
+    if record is None:
+        raise OutcomeUnknown(decision_id)
+    if record.outcome_at is not None:
+        raise OutcomeConflict(decision_id)
+    try:
+        settle(decision_id, request_bytes, response_bytes)
+    except UnknownDecision as exc:
+        raise OutcomeUnknown(decision_id) from exc
+    except AlreadySettled as exc:
+        raise OutcomeConflict(decision_id) from exc
+    record.outcome_at = timezone.now()
+    record.outcome_status = status
+    record.save(update_fields=["outcome_at", "outcome_status"])
+
+
+def trace_store(decision_id: str, body: bytes) -> str:
+    """Store a model input byte-exactly before the gateway forwards it. Returns its SHA-256."""
+    if len(body) > settings.ROSTER_TRACE_MAX_BYTES:
+        raise ValueError("trace body larger than ROSTER_TRACE_MAX_BYTES")
+    digest = hashlib.sha256(body).hexdigest()
+    with transaction.atomic():
+        record = RunDecision.objects.select_for_update().select_related("run__worker").filter(
+            decision_id=decision_id).first()
+        if record is None:
+            raise OutcomeUnknown(decision_id)
+        if record.traced:
+            raise OutcomeConflict(decision_id)
+        ModelTrace.objects.create(run_id_ref=record.run_id, grant_slug=record.grant_slug,
+                                  decision_id=decision_id, method=record.method, url=record.url,
+                                  sha256=digest, size=len(body), body=body)
+        record.traced = True
+        record.save(update_fields=["traced"])
+        audit_append("trace", {"decision_id": decision_id, "grant": record.grant_slug, "url": record.url,
+                               "sha256": digest, "size": len(body)}, run=record.run)
+    return digest
