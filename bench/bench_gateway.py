@@ -3,8 +3,7 @@ plane: daphne, policy, budget reservation, audit append) against the same local 
 
 Reports p50/p99 at concurrency 1 and requests/s at concurrency 16, then the same with the decision API
 slowed by 20 ms (a delaying TCP proxy in front of daphne). Targets: added p50 <= 2 ms, c16 >= 0.8x.
-`python -m bench gateway` runs only this; ROSTER_BENCH_GW_ORDERING=0 measures without holding a run's next
-decision for its pending outcome, ROSTER_BENCH_GW_C1 / _C16 set the request counts.
+`python -m bench gateway` runs only this; ROSTER_BENCH_GW_C1 / _C16 set the request counts.
 Helpers run as subprocesses: `python -m bench.bench_gateway
 upstream` and `python -m bench.bench_gateway delay PORT MS` (each prints its listening port)."""
 
@@ -30,9 +29,7 @@ WARMUP = 50
 C1_REQUESTS = int(os.environ.get("ROSTER_BENCH_GW_C1", 400))
 C16_REQUESTS = int(os.environ.get("ROSTER_BENCH_GW_C16", 1600))
 SLOW_DECIDE_MS = 20
-# Set to 0 to measure without holding a run's next decision for its outcome (see the gateway option).
-ORDERING = os.environ.get("ROSTER_BENCH_GW_ORDERING", "1") != "0"
-GW_OPTIONS = {"roster_outcome_before_next_decision": ORDERING}
+GW_OPTIONS: dict[str, object] = {}
 
 # --- helper servers (subprocesses) ---
 

@@ -18,6 +18,7 @@ from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from
 from roster_gateway.health import HealthServer
 from roster_gateway.mcp import MalformedBody, mcp_calls
 from roster_gateway.options import OPTIONS, GatewayConfig, build_config, export_ca_cert
+from roster_gateway.outcomes import OutcomeReporter
 from roster_gateway.responses import deny_flow
 from roster_gateway.swap import SwapRefused, apply_secrets
 from roster_gateway.wire import DENY_STATUSES, Decision
@@ -71,9 +72,7 @@ class Gateway:
         self.conns: dict[str, ConnState] = {}
         self.background: set[asyncio.Task] = set()
         self._configuring = False
-        # Outcome reports still in flight, per run token: the run's next decision waits for them, so
-        # taint raised by a result is in place before anything else from that run is judged.
-        self.pending_outcomes: dict[str, set[asyncio.Task]] = {}
+        self.outcomes: OutcomeReporter | None = None
 
     # --- lifecycle ---
     def load(self, loader) -> None:
@@ -112,6 +111,8 @@ class Gateway:
                                              decide_timeout=config.decide_timeout,
                                              outcome_timeout=config.outcome_timeout,
                                              transport=self._transport)
+            self.outcomes = OutcomeReporter(self.client, max_batch=config.outcome_batch_max,
+                                            flush_delay=config.outcome_flush_delay, spawn=self._spawn)
             if old is not None and self._transport is None:
                 self._spawn(old.close())
             if config.allow_loopback_upstreams:
@@ -148,11 +149,6 @@ class Gateway:
         self.background.add(task)
         task.add_done_callback(self.background.discard)
         return task
-
-    async def await_outcomes(self, token: str) -> None:
-        pending = self.pending_outcomes.get(token)
-        if pending and self.config.outcome_before_next_decision:
-            await asyncio.wait(list(pending), timeout=self.config.outcome_timeout)
 
     def _conn(self, client: connection.Client) -> ConnState:
         state = self.conns.get(client.id)
@@ -202,7 +198,6 @@ class Gateway:
         decision = await self._judge(flow, payload, token)
         if decision is None:
             return
-        flow.metadata["roster_token"] = token  # orders this run's outcome before its next decision
         await self._allow(flow, decision, state)
 
     def _check_request(self, flow: http.HTTPFlow, state: ConnState) -> shapes.Refusal | None:
@@ -218,8 +213,6 @@ class Gateway:
     async def _judge(self, flow: http.HTTPFlow, payload: dict, token: str | None) -> Decision | None:
         """Ask /decide (and hold for an approval). Returns the allow decision, or None after denying."""
         try:
-            if token:
-                await self.await_outcomes(token)
             decision = await self.client.decide(payload)
             if decision.verdict == "ask":
                 decision = await hold_for_approval(self.client, decision, max_hold=self.config.hold_seconds,
@@ -281,36 +274,19 @@ class Gateway:
         decision_id = flow.metadata.pop("roster_decision_id", None)
         if decision_id and flow.response is not None:
             self._report(decision_id, flow.response.status_code, len(flow.request.raw_content or b""),
-                         len(flow.response.raw_content or b""), "", token=flow.metadata.get("roster_token"))
+                         len(flow.response.raw_content or b""), "")
 
     def error(self, flow: http.HTTPFlow) -> None:
         decision_id = flow.metadata.pop("roster_decision_id", None)
         if decision_id:
             message = flow.error.msg if flow.error else "upstream error"
-            self._report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200],
-                         token=flow.metadata.get("roster_token"))
+            self._report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200])
 
-    def _report(self, decision_id: str, status: int, req_bytes: int, resp_bytes: int, error: str, *,
-                token: str | None = None) -> None:
-        # Reported in the background: the box's response never waits for the ledger.
-        task = self._spawn(self._report_now(decision_id, status, req_bytes, resp_bytes, error))
-        if task is not None and token:
-            pending = self.pending_outcomes.setdefault(token, set())
-            pending.add(task)
-            task.add_done_callback(lambda t: self._outcome_done(token, t))
-
-    def _outcome_done(self, token: str, task: asyncio.Task) -> None:
-        pending = self.pending_outcomes.get(token)
-        if pending is not None:
-            pending.discard(task)
-            if not pending:
-                del self.pending_outcomes[token]
-
-    async def _report_now(self, decision_id, status, req_bytes, resp_bytes, error) -> None:
-        try:
-            await self.client.outcome(decision_id, status, req_bytes, resp_bytes, error)
-        except ControlPlaneDown as exc:
-            log.warning("outcome for %s not reported: %s", decision_id, exc)
+    def _report(self, decision_id: str, status: int, req_bytes: int, resp_bytes: int, error: str) -> None:
+        # Queued and sent in batches in the background: neither the box's response nor the run's next
+        # decision waits for the ledger (taint was raised by the decision).
+        if self.outcomes is not None:
+            self.outcomes.report(decision_id, status, req_bytes, resp_bytes, error)
 
     # --- CONNECT, tunnels and everything that is not HTTP ---
     @fail_closed

@@ -90,6 +90,16 @@ class ControlPlaneClient:
         if answer != 200:
             log.warning("outcome of %s answered HTTP %s", decision_id, answer)
 
+    async def outcomes(self, outcomes: list[dict]) -> list[str]:
+        """Report a batch (docs/wire.md POST /outcomes); one result per outcome, in order."""
+        status, body = await self._call("POST", "/outcomes", {"outcomes": outcomes}, self.outcome_timeout)
+        answer = self._json(status, body, "/outcomes")
+        results = answer.get("results") if isinstance(answer, dict) else None
+        if not isinstance(results, list) or len(results) != len(outcomes) or not all(
+                isinstance(r, str) for r in results):
+            raise ControlPlaneDown("control plane answer to /outcomes not understood")
+        return results
+
     async def healthy(self, timeout: float) -> bool:
         try:
             status, body = await self._call("GET", "/health", None, timeout)

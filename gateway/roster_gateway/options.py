@@ -19,7 +19,7 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_service_token_file", str, "", "File holding the gateway's service token (mode 0600)"),
     ("roster_decide_timeout_ms", int, 2000,
      "Milliseconds to wait for /decide (and /trace) before a 503 deny"),
-    ("roster_outcome_timeout_ms", int, 5000, "Milliseconds to wait for /outcome and /abandon reports"),
+    ("roster_outcome_timeout_ms", int, 5000, "Milliseconds to wait for /outcomes and /abandon reports"),
     ("roster_hold_seconds", int, 30, "Longest time a request is held waiting for an approval"),
     ("roster_approval_poll_seconds", int, 10, "Longest single /approvals/{id}/wait long-poll"),
     ("roster_dns_timeout_ms", int, 2000, "Milliseconds to resolve an upstream name before denying"),
@@ -31,9 +31,10 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_allow_loopback_upstreams", bool, False,
      "TESTS ONLY: allow dialling loopback upstreams (never the gateway's or control plane's ports)"),
     ("roster_ca_cert_export", str, "", "Copy the CA's public certificate (never the key) to this path"),
-    ("roster_outcome_before_next_decision", bool, True,
-     "Hold a run's next decision until its earlier outcomes are reported (the control plane raises taint "
-     "on /outcome); turn off only if taint is raised at decision time"),
+    ("roster_outcome_flush_ms", int, 5,
+     "Milliseconds an outcome report waits for others to share its POST /outcomes (0: send at once)"),
+    ("roster_outcome_batch_max", int, 100, "Most outcomes in one POST /outcomes (the control plane allows "
+     "ROSTER_OUTCOME_BATCH_MAX)"),
 )
 
 
@@ -53,7 +54,8 @@ class GatewayConfig:
     allow_loopback_upstreams: bool
     control_plane_endpoint: tuple[str, int]
     own_ports: frozenset[int]
-    outcome_before_next_decision: bool = True
+    outcome_flush_delay: float = 0.005
+    outcome_batch_max: int = 100
 
 
 def read_token_file(path: str) -> str:
@@ -101,6 +103,8 @@ def build_config(opts) -> GatewayConfig:
             raise exceptions.OptionsError(f"{name} must be positive")
     if opts.roster_hold_seconds < 0 or opts.roster_approval_poll_seconds < 1:
         raise exceptions.OptionsError("roster_hold_seconds >= 0 and roster_approval_poll_seconds >= 1")
+    if opts.roster_outcome_flush_ms < 0 or opts.roster_outcome_batch_max < 1:
+        raise exceptions.OptionsError("roster_outcome_flush_ms >= 0 and roster_outcome_batch_max >= 1")
     if opts.roster_max_body_bytes < 0 or opts.roster_body_preview_bytes < 0:
         raise exceptions.OptionsError("body limits must not be negative")
     own = _listen_ports(opts) | {opts.roster_health_port}
@@ -120,7 +124,8 @@ def build_config(opts) -> GatewayConfig:
         allow_loopback_upstreams=bool(opts.roster_allow_loopback_upstreams),
         control_plane_endpoint=endpoint,
         own_ports=frozenset(own),
-        outcome_before_next_decision=bool(opts.roster_outcome_before_next_decision),
+        outcome_flush_delay=opts.roster_outcome_flush_ms / 1000,
+        outcome_batch_max=int(opts.roster_outcome_batch_max),
     )
 
 

@@ -42,7 +42,6 @@ async def judge_connect(gw: Gateway, flow: http.HTTPFlow) -> None:
     payload = decide_payload(request, token=token, scheme="tunnel", mcp=(),
                              preview_bytes=gw.config.body_preview_bytes)
     try:
-        await gw.await_outcomes(token)
         decision = await gw.client.decide(payload)
         if decision.verdict == "ask":
             decision = await hold_for_approval(gw.client, decision, max_hold=gw.config.hold_seconds,
@@ -73,4 +72,4 @@ async def judge_connect(gw: Gateway, flow: http.HTTPFlow) -> None:
     state.dial_names[(ip, request.port)] = host
     state.tunnel = True
     # Bytes inside a tunnel are invisible; the ledger counts the call (status 200, bytes unknown).
-    gw._report(decision.decision_id, 200, 0, 0, "", token=token)
+    gw._report(decision.decision_id, 200, 0, 0, "")

@@ -70,6 +70,8 @@ class FakeControlPlane:
             if answer.get("status") == "pending":
                 await asyncio.sleep(min(body["timeout_seconds"], 0.05))
             return 200, answer
+        if path.endswith("/outcomes"):
+            return 200, {"results": ["ok"] * len(body["outcomes"])}
         if path.endswith("/trace"):
             return self.trace_status, {"ok": self.trace_status == 200}
         return 200, {"ok": True}

@@ -22,6 +22,11 @@ def answer(flow) -> dict:
     return json.loads(flow.response.content)
 
 
+def reported(cp) -> list[dict]:
+    """Every outcome the gateway reported, in order (it sends them in batches to /outcomes)."""
+    return [o for body in cp.bodies("/outcomes") for o in body["outcomes"]]
+
+
 async def settle(gw):
     await asyncio.sleep(0)
     if gw.background:
@@ -54,7 +59,7 @@ async def test_outcome_reported_after_response_without_blocking(gw, cp):
     flow.response = tutils.tresp(content=b"x" * 42)
     gw.response(flow)
     await settle(gw)
-    [outcome] = cp.bodies("/outcome")
+    [outcome] = reported(cp)
     assert outcome == {"decision_id": "dc_1", "status": 200, "request_bytes": 5, "response_bytes": 42,
                        "error": ""}
 
@@ -67,7 +72,7 @@ async def test_upstream_error_reports_outcome_with_error(gw, cp):
     flow.error = mflow.Error("connection refused")
     gw.error(flow)
     await settle(gw)
-    [outcome] = cp.bodies("/outcome")
+    [outcome] = reported(cp)
     assert outcome["status"] == 502 and outcome["error"] == "connection refused"
 
 
@@ -222,7 +227,7 @@ async def test_trace_failure_denies_and_settles(gw, cp):
                                            headers=[("content-type", "application/json")]))
     assert flow.response.status_code == 503 and answer(flow)["reason"] == "trace_failed"
     await settle(gw)
-    assert cp.bodies("/outcome")[0]["error"] == "trace_failed"
+    assert reported(cp)[0]["error"] == "trace_failed"
 
 
 async def test_deny_message_never_contains_injected_values(gw, cp):
@@ -233,16 +238,16 @@ async def test_deny_message_never_contains_injected_values(gw, cp):
     assert "authorization" not in flow.request.headers
 
 
-async def test_next_decision_of_a_run_waits_for_its_pending_outcome(gw, cp):
-    """Taint raised by a result must be in place before the same run's next request is judged."""
+async def test_next_decision_of_a_run_does_not_wait_for_its_outcome(gw, cp):
+    """The control plane raises taint when it allows, so a slow outcome holds nothing up."""
     from mitmproxy.test import tutils
 
     order: list[str] = []
     real_handle = cp.handle
 
     async def handle(method, path, body):
-        if path.endswith("/outcome"):
-            await asyncio.sleep(0.2)
+        if path.endswith("/outcomes"):
+            await asyncio.sleep(0.3)
         order.append(path.rsplit("/", 1)[-1])
         return await real_handle(method, path, body)
 
@@ -250,5 +255,56 @@ async def test_next_decision_of_a_run_waits_for_its_pending_outcome(gw, cp):
     first = await run_request(gw, make_flow())
     first.response = tutils.tresp()
     gw.response(first)
-    await run_request(gw, make_flow())
-    assert order == ["decide", "outcome", "decide"]
+    start = time.monotonic()
+    second = await run_request(gw, make_flow())
+    assert second.response is None and time.monotonic() - start < 0.25
+    await settle(gw)
+    assert order == ["decide", "decide", "outcomes"]
+
+
+async def test_outcomes_are_batched_one_request_in_flight(gw, cp):
+    from mitmproxy.test import tutils
+
+    in_flight = peak = 0
+    real_handle = cp.handle
+
+    async def handle(method, path, body):
+        nonlocal in_flight, peak
+        if path.endswith("/outcomes"):
+            cp.calls.append((path, body))
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.05)
+            in_flight -= 1
+            return 200, {"results": ["ok"] * len(body["outcomes"])}
+        return await real_handle(method, path, body)
+
+    cp.handle = handle
+    for i in range(5):
+        cp.decide = allow(decision_id=f"dc_{i}")
+        flow = await run_request(gw, make_flow())
+        flow.response = tutils.tresp()
+        gw.response(flow)
+    await settle(gw)
+    assert [o["decision_id"] for o in reported(cp)] == [f"dc_{i}" for i in range(5)]
+    assert len(cp.bodies("/outcomes")) == 1 and peak == 1
+
+
+async def test_outcome_batches_respect_the_maximum(gw, cp):
+    gw.tctx.configure(gw, roster_outcome_batch_max=2)
+    for i in range(5):
+        gw._report(f"dc_{i}", 200, 1, 1, "")
+    await settle(gw)
+    assert [len(b["outcomes"]) for b in cp.bodies("/outcomes")] == [2, 2, 1]
+    assert [o["decision_id"] for o in reported(cp)] == [f"dc_{i}" for i in range(5)]
+
+
+async def test_outcome_report_failure_is_logged_not_raised(gw, cp, caplog):
+    cp.fail_status = 500
+    gw._report("dc_lost", 200, 1, 1, "")
+    await settle(gw)
+    assert "1 outcome(s) not reported" in caplog.text
+    cp.fail_status = None
+    gw._report("dc_next", 200, 1, 1, "")  # the reporter carries on after a failure
+    await settle(gw)
+    assert reported(cp)[-1]["decision_id"] == "dc_next"

@@ -3,6 +3,7 @@ request the gateway builds has the fixture's shape, and every answer leads to th
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -111,10 +112,17 @@ async def test_outcome_trace_and_abandon_requests_match_the_fixtures(gw, cp):
 
     client: ControlPlaneClient = gw.client
     await client.outcome("dc_x", 200, 10, 2048, "")
+    batch = FIXTURES["outcomes"]["request"]["outcomes"]
+    assert await client.outcomes(batch) == ["ok", "ok"]
     await client.trace("dc_x", b"{}")
     await client.abandon("ap_x")
     sent = dict((p.rsplit("/", 1)[-1], b) for p, b in cp.calls)
     assert set(sent["outcome"]) == set(FIXTURES["outcome"]["request"])
+    assert sent["outcomes"] == FIXTURES["outcomes"]["request"]
+    # What the addon queues has exactly an outcome's fields.
+    gw._report("dc_y", 200, 10, 2048, "")
+    await asyncio.sleep(0.05)
+    assert set(cp.bodies("/outcomes")[-1]["outcomes"][0]) == set(FIXTURES["outcome"]["request"])
     assert set(sent["trace"]) == set(FIXTURES["trace"]["request"])
     assert sent["abandon"] == (FIXTURES["abandon"]["request"] or {})
 

@@ -36,6 +36,26 @@ def test_allow_plain_http_reaches_upstream_without_proxy_credentials(stack, toke
     assert wait_until(lambda: SpendLine.objects.filter(kind="settle").exists())
 
 
+def test_taint_from_an_allow_applies_to_the_next_request_and_outcomes_settle_in_batches(stack, run_token):
+    """The decision raises the run's taint (no waiting for the outcome); the gateway's batched
+    /outcomes settle every call's real bytes."""
+    run, token = run_token
+    grant("secret-source", stack.http, result_class=DataClass.SECRET, max_taint=DataClass.SECRET)
+    grant("public-sink", stack.other, max_taint=DataClass.PRIVATE)
+    with box_client(stack.gateway, token) as box:
+        first = [box.post(stack.http.url(f"/v1/read/{i}"), content=b"x" * i) for i in range(1, 4)]
+        sink = box.get(stack.other.url("/v1/post"))
+    assert [r.status_code for r in first] == [200, 200, 200]
+    assert sink.status_code == 403 and deny_body(sink)["reason"] == "taint_too_high"
+    assert stack.other.requests == []
+    run.refresh_from_db()
+    assert run.taint == DataClass.SECRET
+    assert wait_until(lambda: SpendLine.objects.filter(kind="settle").count() == 3)
+    sizes = sorted(SpendLine.objects.filter(kind="settle").values_list("amount", flat=True))
+    bodies = [len(r.content) for r in first]
+    assert sizes == sorted(i + b for i, b in zip(range(1, 4), bodies, strict=True))
+
+
 def test_allow_intercepted_https(stack, token):
     grant("tls", stack.https, host="localhost")
     with box_client(stack.gateway, token) as box:
