@@ -214,3 +214,6 @@ ROSTER_RUN_WAIT_POLL_SECONDS = _env_float("ROSTER_RUN_WAIT_POLL_SECONDS", 0.2)
 ROSTER_GRANT_FILE_MAX_BYTES = _env_int("ROSTER_GRANT_FILE_MAX_BYTES", 64 * 1024)
 # POST /api/gateway/outcomes: the most outcome reports the gateway may settle in one call (one transaction).
 ROSTER_OUTCOME_BATCH_MAX = _env_int("ROSTER_OUTCOME_BATCH_MAX", 256)
+# Threads (each with its own database connection) serving /api/gateway/ under ASGI. Its writes all take
+# the audit chain's single-writer lock, so 1 is fastest on SQLite; more only help concurrent reads.
+ROSTER_GATEWAY_DB_THREADS = _env_int("ROSTER_GATEWAY_DB_THREADS", 1)

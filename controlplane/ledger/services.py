@@ -4,7 +4,6 @@ the outcome. Every change appends spend lines plus one "spend" audit record in t
 from __future__ import annotations
 
 from django.db import connection, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from controlplane.audit.services import audit_append, lock_chain_head
@@ -27,13 +26,34 @@ def _serialise() -> None:
     lock_chain_head()
 
 
+# Plain SQL on the decision path (once per allowed request): the ORM's query building costs more than
+# these indexed lookups themselves.
+_q = connection.ops.quote_name
+_CAPS_SQL = (f"SELECT id, worker_id, unit, {_q('window')}, {_q('limit')} FROM {Cap._meta.db_table} "
+             "WHERE worker_id IS NULL OR worker_id = %s ORDER BY id")
+_HAS_LINES_SQL = f"SELECT 1 FROM {SpendLine._meta.db_table} WHERE decision_id = %s LIMIT 1"
+_INSERT_LINE_SQL = (f"INSERT INTO {SpendLine._meta.db_table} (worker_id, run_id, grant_slug, decision_id, "
+                    "kind, unit, amount, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
+
+
+def _caps_of(worker: Worker) -> list[Cap]:
+    """The worker's caps and the org's, in id order, each naming its scope without another query."""
+    with connection.cursor() as cur:
+        cur.execute(_CAPS_SQL, [worker.pk])
+        rows = cur.fetchall()
+    caps = []
+    for pk, worker_id, unit, window, limit in rows:
+        cap = Cap(id=pk, worker_id=worker_id, unit=unit, window=window, limit=limit)
+        if worker_id:
+            cap.worker = worker
+        caps.append(cap)
+    return caps
+
+
 def _first_broken_cap(worker: Worker, cost_micro: int) -> OverBudget | None:
-    caps = list(Cap.objects.filter(Q(worker__isnull=True) | Q(worker=worker)).order_by("id"))
+    caps = _caps_of(worker)
     if not caps:
         return None
-    for cap in caps:
-        if cap.worker_id:
-            cap.worker = worker  # names the scope without another query
     spent = spent_for(caps, timezone.now())
     for cap in caps:
         used = spent[cap.pk]
@@ -51,17 +71,20 @@ def _first_broken_cap(worker: Worker, cost_micro: int) -> OverBudget | None:
 
 def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin) -> Reservation | OverBudget:
     _serialise()
-    if SpendLine.objects.filter(decision_id=decision_id).exists():
-        raise DuplicateReservation(f"decision {decision_id} already has a reservation")
+    with connection.cursor() as cur:
+        cur.execute(_HAS_LINES_SQL, [decision_id])
+        if cur.fetchone() is not None:
+            raise DuplicateReservation(f"decision {decision_id} already has a reservation")
     over = _first_broken_cap(worker, cost_micro)
     if over is not None:
         return over
-    common = {"worker": worker, "run": run, "grant_slug": grant_slug, "decision_id": decision_id,
-              "kind": SpendLine.Kind.RESERVE}
-    lines = [SpendLine(unit=Unit.REQUESTS, amount=1, **common)]
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    common = [worker.pk, run.pk if run is not None else None, grant_slug, decision_id, SpendLine.Kind.RESERVE]
+    lines = [[*common, Unit.REQUESTS, 1, now]]
     if cost_micro:
-        lines.append(SpendLine(unit=Unit.MICRO, amount=cost_micro, **common))
-    SpendLine.objects.bulk_create(lines)
+        lines.append([*common, Unit.MICRO, cost_micro, now])
+    with connection.cursor() as cur:
+        cur.executemany(_INSERT_LINE_SQL, lines)
     audit_append("spend", {"op": "reserve", "decision_id": decision_id, "grant": grant_slug,
                            "origin": origin, "requests": 1, "micro": cost_micro},
                  run=run, worker=worker.name)

@@ -6,17 +6,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import logging
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Literal
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.handlers.asgi import ASGIHandler, ASGIRequest
-from django.core.handlers.exception import convert_exception_to_response
+from django.core.handlers.asgi import ASGIRequest
 from django.db import connection
 from django.utils import timezone
 from ninja import Router, Schema, Status
@@ -172,12 +173,22 @@ def _healthy_connection_call(fn, *args):
     return fn(*args)
 
 
+# Every write here appends to the audit chain, which admits one writer at a time (SQLite's write lock,
+# PostgreSQL's advisory lock), so more threads only add lock contention: on SQLite, threads that lose
+# the lock back off in sleeps of up to 100 ms and can starve for seconds under load. One thread (its own
+# long-lived connection) serves the requests in arrival order instead.
+_db_executor = ThreadPoolExecutor(max_workers=settings.ROSTER_GATEWAY_DB_THREADS,
+                                  thread_name_prefix="gateway-db")
+
+
 async def in_pool(request, fn, *args):
-    """Run blocking service code. Under ASGI (daphne) on the shared thread pool: Django would otherwise
-    start a fresh thread, and so a fresh database connection, for every request. Under WSGI (threaded
-    servers, the test client) in the request's own thread, which already is that."""
-    shared_pool = isinstance(request, ASGIRequest)
-    return await sync_to_async(_healthy_connection_call, thread_sensitive=not shared_pool)(fn, *args)
+    """Run blocking service code. Under ASGI (daphne) on the gateway API's own database thread(s):
+    Django would otherwise start a fresh thread, and so a fresh database connection, for every
+    request. Under WSGI (the test client) in the request's own thread, which already is that."""
+    if isinstance(request, ASGIRequest):
+        call = functools.partial(_healthy_connection_call, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(_db_executor, call)
+    return await sync_to_async(_healthy_connection_call, thread_sensitive=True)(fn, *args)
 
 
 @router.post("/decide", response={200: DecideOut}, summary="Decide one egress request")
@@ -294,31 +305,3 @@ def _health() -> Status:
 
 
 __all__ = ["router", "HttpError"]
-
-
-class GatewayASGIHandler(ASGIHandler):
-    """Django's ASGI handler without the middleware stack, for /api/gateway/ only. Sessions, CSRF,
-    messages and the rest do nothing for a bearer-authenticated JSON API, and under ASGI every sync
-    middleware costs two thread hops per request, more than the decision itself."""
-
-    def load_middleware(self, is_async=False):
-        self._view_middleware = []
-        self._template_response_middleware = []
-        self._exception_middleware = []
-        get_response = self._get_response_async if is_async else self._get_response
-        self._middleware_chain = convert_exception_to_response(get_response)
-
-
-GATEWAY_PATH_PREFIX = "/api/gateway/"
-
-
-def gateway_first(django_app):
-    """ASGI app: gateway API requests to the bare handler, everything else to `django_app`."""
-    gateway_app = GatewayASGIHandler()
-
-    async def app(scope, receive, send):
-        if scope["type"] == "http" and scope.get("path", "").startswith(GATEWAY_PATH_PREFIX):
-            return await gateway_app(scope, receive, send)
-        return await django_app(scope, receive, send)
-
-    return app

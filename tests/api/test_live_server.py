@@ -54,6 +54,26 @@ def test_decisions_through_daphne(server, gateway_auth, token, secret, make_gran
         assert waited.json()["status"] == "approved" and waited.json()["decision"]["verdict"] == "allow"
 
 
+def test_outcome_batch_and_a_long_poll_do_not_hold_up_decisions(server, gateway_auth, token, make_grant):
+    """The API's database work runs on one thread; a long-poll holds no thread between its reads."""
+    make_grant()
+    make_grant(slug="ask-me", host="ask.example.com", mode="ask")
+    with httpx.Client(base_url=server, headers=gateway_auth, timeout=30) as client, \
+            ThreadPoolExecutor(1) as bg:
+        ask = client.post("/api/gateway/decide", json=decide_body(token, host="ask.example.com")).json()
+        wait_url = f"/api/gateway/approvals/{ask['approval_id']}/wait"
+        waiting = bg.submit(lambda: httpx.post(server + wait_url, json={"timeout_seconds": 3},
+                                               headers=gateway_auth, timeout=30).json())
+        ids = [client.post("/api/gateway/decide", json=decide_body(token)).json()["decision_id"]
+               for _ in range(3)]
+        assert not waiting.done()  # three decisions answered while the long-poll still waits
+        batch = [{"decision_id": i, "status": 200, "request_bytes": 1, "response_bytes": 2, "error": ""}
+                 for i in [*ids, "dc_unknown"]]
+        answer = client.post("/api/gateway/outcomes", json={"outcomes": batch})
+        assert answer.json() == {"results": ["ok", "ok", "ok", "unknown"]}
+        assert waiting.result()["status"] == "pending"
+
+
 def test_concurrent_decisions_keep_the_chain_whole(server, gateway_auth, token, make_grant):
     make_grant()
 
