@@ -20,6 +20,7 @@ from roster_gateway.mcp import MalformedBody, mcp_calls
 from roster_gateway.options import OPTIONS, GatewayConfig, build_config, export_ca_cert
 from roster_gateway.outcomes import OutcomeReporter
 from roster_gateway.responses import deny_flow
+from roster_gateway.scrub import scrubber_for
 from roster_gateway.swap import SwapRefused, apply_secrets
 from roster_gateway.wire import DENY_STATUSES, Decision
 
@@ -258,8 +259,9 @@ class Gateway:
                 deny_flow(flow, 503, "trace_failed", f"model input could not be traced: {exc}",
                           decision_id=decision.decision_id)
                 return
+        built: list[tuple[str, str]] = []
         try:
-            apply_secrets(request, decision)
+            apply_secrets(request, decision, built)
         except SwapRefused as exc:
             self._settle_unused(decision, 400, "malformed_request")
             deny_flow(flow, 400, "malformed_request", str(exc), decision_id=decision.decision_id)
@@ -269,14 +271,35 @@ class Gateway:
         state.dial_names[(ip, request.port)] = host
         flow.metadata["roster_decision_id"] = decision.decision_id
         flow.metadata["roster_grant"] = decision.grant
+        # Real values stay in this flow's memory only, to scrub echoes from its response.
+        scrubber = scrubber_for(decision.replace, decision.inject, built)
+        if scrubber is not None:
+            flow.metadata["roster_scrubber"] = scrubber
 
     def response(self, flow: http.HTTPFlow) -> None:
         decision_id = flow.metadata.pop("roster_decision_id", None)
-        if decision_id and flow.response is not None:
-            self._report(decision_id, flow.response.status_code, len(flow.request.raw_content or b""),
-                         len(flow.response.raw_content or b""), "")
+        if flow.response is None:
+            flow.metadata.pop("roster_scrubber", None)
+            return
+        status, response_bytes = flow.response.status_code, len(flow.response.raw_content or b"")
+        error = scrub_echoes(flow, decision_id)
+        if decision_id:
+            self._report(decision_id, status, len(flow.request.raw_content or b""), response_bytes, error)
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        scrubber = flow.metadata.get("roster_scrubber")
+        if scrubber is not None and flow.websocket is not None:
+            message = flow.websocket.messages[-1]
+            if not message.from_client:
+                message.content, count = scrubber.scrub(message.content)
+                if count:
+                    log.warning("scrubbed %d echo(es) of an injected secret from a websocket message", count)
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        flow.metadata.pop("roster_scrubber", None)
 
     def error(self, flow: http.HTTPFlow) -> None:
+        flow.metadata.pop("roster_scrubber", None)
         decision_id = flow.metadata.pop("roster_decision_id", None)
         if decision_id:
             message = flow.error.msg if flow.error else "upstream error"
@@ -329,6 +352,31 @@ class Gateway:
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         if not flow.metadata.get("roster_grant"):
             flow.kill()
+
+
+def scrub_echoes(flow: http.HTTPFlow, decision_id: str | None) -> str:
+    """Scrub echoes of the flow's injected secrets from its response (in place); an unscrubbable
+    response is withheld (502). Returns the outcome's error text ("" when the response went through)."""
+    scrubber = flow.metadata.get("roster_scrubber")
+    if flow.websocket is None or flow.response.status_code != 101:
+        flow.metadata.pop("roster_scrubber", None)  # a websocket keeps it for its messages
+    if scrubber is None:
+        return ""
+    try:
+        scrubbed = scrubber.scrub_response(flow.response)
+    except Exception as exc:  # noqa: BLE001 - unknown encoding or anything else: withhold the response
+        log.warning("response to %s withheld: not checkable for echoed secrets (%s)", decision_id,
+                    type(exc).__name__)
+        deny_flow(flow, 502, "policy_error",
+                  "the upstream response could not be checked for an echoed secret, so it was withheld",
+                  decision_id=decision_id or "")
+        return "response withheld: could not be checked for an echoed secret"
+    if scrubbed:
+        # The count and names only, never a value: a tripwire-worthy event (the upstream echoed a secret).
+        log.warning("scrubbed %d echo(es) of an injected secret from the response to %s (grant %s)",
+                    scrubbed, decision_id, flow.metadata.get("roster_grant"))
+    flow.metadata["roster_scrubbed"] = scrubbed
+    return ""
 
 
 def _loop_running() -> bool:

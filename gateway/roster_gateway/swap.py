@@ -44,7 +44,7 @@ def _lenient_readings(token: str) -> list[str]:
     return readings
 
 
-def _swap_credentials(token: str, replace: Sequence[tuple[str, str]]) -> str:
+def _swap_credentials(token: str, replace: Sequence[tuple[str, str]], built: list[tuple[str, str]]) -> str:
     try:
         raw = base64.b64decode(token, validate=True)
     except (binascii.Error, ValueError):
@@ -60,23 +60,27 @@ def _swap_credentials(token: str, replace: Sequence[tuple[str, str]]) -> str:
     swapped = new_user + colon + _swap_text(password, replace)
     if swapped == text:
         return token
+    built.append((swapped, text))  # (real pair, sentinel pair): an echo of the pair is scrubbed back
     return base64.b64encode(swapped.encode("utf-8", "surrogateescape")).decode("ascii")
 
 
-def _swap_value(text: str, replace: Sequence[tuple[str, str]]) -> str:
-    text = _BASIC.sub(lambda m: m.group(1) + _swap_credentials(m.group(2), replace), text)
+def _swap_value(text: str, replace: Sequence[tuple[str, str]], built: list[tuple[str, str]]) -> str:
+    text = _BASIC.sub(lambda m: m.group(1) + _swap_credentials(m.group(2), replace, built), text)
     return _swap_text(text, replace)
 
 
-def apply_secrets(request: http.Request, decision: Decision) -> int:
+def apply_secrets(request: http.Request, decision: Decision,
+                  built: list[tuple[str, str]] | None = None) -> int:
     """Returns how many header values changed (for logs; never the values themselves). Raises
-    SwapRefused, with no header changed, when a named sentinel cannot be swapped exactly."""
+    SwapRefused, with no header changed, when a named sentinel cannot be swapped exactly. `built`
+    collects (real, sentinel) plain texts of the Basic credentials swapped, for response scrubbing."""
+    built = [] if built is None else built
     changed = 0
     if decision.replace:
         fields = []
         for name, value in request.headers.fields:
             text = value.decode("utf-8", "surrogateescape")
-            new = _swap_value(text, decision.replace)
+            new = _swap_value(text, decision.replace, built)
             if new != text:
                 changed += 1
             fields.append((name, new.encode("utf-8", "surrogateescape") if new != text else value))

@@ -1,0 +1,171 @@
+"""Response scrubbing: an upstream that echoes the request (an httpbin-style reflector, an error page
+quoting the Authorization header) would carry the real secret the gateway injected back into the box.
+For every flow that received a secret, each occurrence of the real value in the response's headers
+(names and values), reason phrase, trailers and decoded body is replaced by that secret's sentinel,
+also in the encodings an echo would use: base64 (standard and url-safe, padded or not; of the value,
+`value:` and the Basic `user:value` pairs the gateway built), percent-encoding and JSON string escapes.
+
+A Scrubber holds real values only in memory for the life of its flow; its repr shows counts only."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterable
+from urllib.parse import quote, quote_plus
+
+from mitmproxy import http
+
+# Put in place of an injected header value whose secret the decision did not pair with a sentinel.
+REDACTED = "[roster: injected secret removed]"
+_MAX_PASSES = 3  # a replacement could in theory complete a new occurrence; re-check, then give up
+
+
+class Unscrubbable(Exception):
+    """The response could not be checked (undecodable body, or echoes that do not go away)."""
+
+
+def _b64_forms(real: bytes, fake: bytes) -> list[tuple[bytes, bytes]]:
+    forms = []
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        padded_real, padded_fake = encode(real), encode(fake)
+        forms.append((padded_real, padded_fake))
+        forms.append((padded_real.rstrip(b"="), padded_fake.rstrip(b"=")))
+    return forms
+
+
+def _percent_forms(real: str, fake: str) -> list[tuple[str, str]]:
+    forms = []
+    for encode in (lambda s: quote(s, safe=""), quote_plus):
+        encoded_real, encoded_fake = encode(real), encode(fake)
+        forms.append((encoded_real, encoded_fake))
+        # hex digits in either case (%2F and %2f)
+        lower = re.compile(r"%[0-9A-F]{2}")
+        forms.append((lower.sub(lambda m: m.group(0).lower(), encoded_real),
+                      lower.sub(lambda m: m.group(0).lower(), encoded_fake)))
+    return forms
+
+
+def _unicode_escape(text: str, upper: bool) -> str:
+    spec = "\\u{:04X}" if upper else "\\u{:04x}"
+    return "".join(c if c.isascii() and c.isalnum() else spec.format(ord(c)) for c in text)
+
+
+def _json_forms(real: str, fake: str) -> list[tuple[str, str]]:
+    forms = []
+    for ensure_ascii in (True, False):
+        escaped_real = json.dumps(real, ensure_ascii=ensure_ascii)[1:-1]
+        escaped_fake = json.dumps(fake, ensure_ascii=ensure_ascii)[1:-1]
+        forms.append((escaped_real, escaped_fake))
+        forms.append((escaped_real.replace("/", "\\/"), escaped_fake.replace("/", "\\/")))
+    forms.append((_unicode_escape(real, False), _unicode_escape(fake, False)))
+    forms.append((_unicode_escape(real, True), _unicode_escape(fake, True)))
+    return forms
+
+
+class Scrubber:
+    """Replaces a flow's real secret values (and their encodings) by sentinels in bytes."""
+
+    __slots__ = ("_pattern", "_swaps")
+
+    def __init__(self, pairs: Iterable[tuple[str, str]], built: Iterable[tuple[str, str]] = (),
+                 whole_values: Iterable[str] = ()) -> None:
+        """`pairs`: (sentinel, real value). `built`: (real plain text, sentinel plain text) of Basic
+        credentials the gateway built. `whole_values`: injected header values with no known secret
+        inside, replaced whole by REDACTED."""
+        swaps: dict[bytes, bytes] = {}
+
+        def add(real: bytes, fake: bytes) -> None:
+            if real and real != fake:
+                swaps.setdefault(real, fake)
+
+        plain: list[tuple[str, str]] = []
+        for sentinel, real in pairs:
+            if real:
+                plain += [(real, sentinel), (real + ":", sentinel + ":")]
+        plain += [(real, fake) for real, fake in built if real]
+        for real, fake in plain:
+            add(real.encode("utf-8", "surrogateescape"), fake.encode("utf-8", "surrogateescape"))
+            for b_real, b_fake in _b64_forms(real.encode("utf-8", "surrogateescape"),
+                                             fake.encode("utf-8", "surrogateescape")):
+                add(b_real, b_fake)
+            for s_real, s_fake in _percent_forms(real, fake) + _json_forms(real, fake):
+                add(s_real.encode("utf-8", "surrogateescape"), s_fake.encode("utf-8", "surrogateescape"))
+        for value in whole_values:
+            add(value.encode("utf-8", "surrogateescape"), REDACTED.encode())
+        self._swaps = swaps
+        # Longest first: an alternation takes the first alternative that matches at a position.
+        needles = sorted(swaps, key=len, reverse=True)
+        self._pattern = re.compile(b"|".join(re.escape(n) for n in needles)) if needles else None
+
+    def __repr__(self) -> str:
+        return f"Scrubber({len(self._swaps)} forms)"
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def scrub(self, data: bytes) -> tuple[bytes, int]:
+        """`data` with every form replaced, and how many replacements were made."""
+        if self._pattern is None or not data:
+            return data, 0
+        total = 0
+        for _ in range(_MAX_PASSES):
+            data, count = self._pattern.subn(lambda m: self._swaps[m.group(0)], data)
+            total += count
+            if count == 0 or self._pattern.search(data) is None:
+                return data, total
+        raise Unscrubbable("echoes of a secret remain after scrubbing")
+
+    def _scrub_fields(self, fields: tuple[tuple[bytes, bytes], ...]) -> tuple[tuple, int]:
+        out, total = [], 0
+        for name, value in fields:
+            new_name, a = self.scrub(name)
+            new_value, b = self.scrub(value)
+            out.append((new_name, new_value))
+            total += a + b
+        return tuple(out), total
+
+    def scrub_response(self, response: http.Response) -> int:
+        """Scrub in place; returns how many occurrences were replaced. Raises Unscrubbable, leaving the
+        response to be replaced by the caller, when the body cannot be decoded."""
+        if self._pattern is None:
+            return 0
+        total = 0
+        if response.raw_content:
+            try:
+                body = response.get_content(strict=True)
+            except ValueError as exc:
+                raise Unscrubbable(f"undecodable body: {exc}") from None
+            new_body, count = self.scrub(body or b"")
+            if count:
+                response.set_content(new_body)
+                total += count
+        fields, count = self._scrub_fields(response.headers.fields)
+        if count:
+            response.headers.fields = fields
+            total += count
+        if response.trailers is not None:
+            fields, count = self._scrub_fields(response.trailers.fields)
+            if count:
+                response.trailers.fields = fields
+                total += count
+        if response.data.reason:
+            reason, count = self.scrub(response.data.reason)
+            if count:
+                response.data.reason = reason
+                total += count
+        return total
+
+
+def scrubber_for(replace: Iterable[tuple[str, str]], inject: Iterable[tuple[str, str]],
+                 built: Iterable[tuple[str, str]] = ()) -> Scrubber | None:
+    """The scrubber for a flow that received secrets, or None when it received none. An injected value
+    that holds no real value the decision paired with a sentinel is scrubbed whole (REDACTED)."""
+    pairs = [(sentinel, real) for sentinel, real in replace if real]
+    reals = [real for _sentinel, real in pairs]
+    whole = [value for _header, value in inject if value and not any(real in value for real in reals)]
+    built = list(built)
+    if not (pairs or whole or built):
+        return None
+    return Scrubber(pairs, built, whole)

@@ -1,0 +1,196 @@
+"""Response scrubbing: an upstream echoing an injected secret (in a header, the body, or an encoding of
+it) reaches the box with the secret's sentinel instead; an unreadable body is withheld (502)."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import logging
+import re
+from urllib.parse import quote
+
+import pytest
+from mitmproxy.test import tutils
+from roster_gateway.scrub import REDACTED, Scrubber
+
+from tests.conftest import allow, basic, make_flow
+from tests.test_addon_requests import reported, run_request, settle
+
+SENTINEL = "sk-proj-SENTINELsentinelSENTINEL0123"
+# Has '/', '+', '?', '>', '~' and '=' so that every encoding differs from the plain value.
+REAL = "rk/Zq8+vP3?kL0>xW9~=="
+
+
+def b64(text: str, *, urlsafe: bool = False, pad: bool = True) -> str:
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    out = encode(text.encode()).decode()
+    return out if pad else out.rstrip("=")
+
+
+def json_escaped(text: str) -> str:
+    return json.dumps(text)[1:-1].replace("/", "\\/")
+
+
+def lower_hex(text: str) -> str:
+    return re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), text)
+
+
+def unicode_escaped(text: str) -> str:
+    return "".join(c if c.isalnum() else f"\\u{ord(c):04x}" for c in text)
+
+
+SECRETS = {"inject": [{"header": "authorization", "value": f"Bearer {REAL}"}],
+           "replace": [{"sentinel": SENTINEL, "value": REAL}]}
+
+
+async def allowed_flow(gw, cp, decision=None, headers=None):
+    cp.decide = decision if decision is not None else allow(**SECRETS)
+    flow = make_flow(headers=headers or [])
+    await run_request(gw, flow)
+    assert flow.response is None, "the request should have been allowed"
+    return flow
+
+
+def respond(gw, flow, *, content: bytes = b"", headers: dict | None = None):
+    flow.response = tutils.tresp(content=content, headers=tutils.http.Headers(
+        [(k.encode(), v.encode()) for k, v in (headers or {}).items()]))
+    if headers and "content-encoding" in {k.lower() for k in headers}:
+        flow.response.raw_content = content  # tresp would take content as decoded
+    gw.response(flow)
+    return flow.response
+
+
+def whole(response) -> bytes:
+    """Everything the box would see: status line, headers, raw and decoded body."""
+    head = b"".join(k + b": " + v + b"\n" for k, v in response.headers.fields)
+    try:
+        decoded = response.get_content(strict=True) or b""
+    except ValueError:
+        decoded = b""
+    return (response.data.reason or b"") + head + (response.raw_content or b"") + decoded
+
+
+# (name, what the upstream puts in the body, what the box must get instead)
+BODY_CASES = [
+    ("body echo", f"key={REAL}", f"key={SENTINEL}"),
+    ("base64", f"x {b64(REAL)} y", f"x {b64(SENTINEL)} y"),
+    ("base64 unpadded", b64(REAL, pad=False), b64(SENTINEL, pad=False)),
+    ("url-safe base64", b64(REAL, urlsafe=True), b64(SENTINEL, urlsafe=True)),
+    ("url-safe base64 unpadded", b64(REAL, urlsafe=True, pad=False), b64(SENTINEL, urlsafe=True, pad=False)),
+    ("value: pair", f"Basic {b64(REAL + ':')}", f"Basic {b64(SENTINEL + ':')}"),
+    ("percent-encoded", f"?k={quote(REAL, safe='')}", f"?k={quote(SENTINEL, safe='')}"),
+    ("percent-encoded lower hex", lower_hex(quote(REAL, safe="")), lower_hex(quote(SENTINEL, safe=""))),
+    ("JSON escaped", f'{{"auth": "{json_escaped(REAL)}"}}', f'{{"auth": "{json_escaped(SENTINEL)}"}}'),
+    ("JSON \\u escaped", f'{{"a": "{unicode_escaped(REAL)}"}}', f'{{"a": "{unicode_escaped(SENTINEL)}"}}'),
+    ("json.dumps of a headers dict", json.dumps({"headers": {"Authorization": f"Bearer {REAL}"}}),
+     json.dumps({"headers": {"Authorization": f"Bearer {SENTINEL}"}})),
+]
+
+
+@pytest.mark.parametrize(("name", "body", "expected"), BODY_CASES, ids=[c[0] for c in BODY_CASES])
+async def test_body_echoes_are_scrubbed(gw, cp, name, body, expected):
+    flow = await allowed_flow(gw, cp)
+    response = respond(gw, flow, content=body.encode())
+    assert response.content == expected.encode()
+    assert REAL.encode() not in whole(response)
+    assert flow.metadata["roster_scrubbed"] >= 1
+
+
+def test_lower_hex_case_differs_from_upper():
+    # guards the "percent-encoded lower hex" case above against being the same as the upper one
+    assert lower_hex(quote(REAL, safe="")) != quote(REAL, safe="")
+
+
+async def test_plain_header_echo_in_values_and_names(gw, cp):
+    flow = await allowed_flow(gw, cp)
+    name = f"x-k-{b64(REAL, urlsafe=True, pad=False)}"
+    response = respond(gw, flow, content=b"ok", headers={"X-Echo-Authorization": f"Bearer {REAL}", name: "1"})
+    assert response.headers["x-echo-authorization"] == f"Bearer {SENTINEL}"
+    assert f"x-k-{b64(SENTINEL, urlsafe=True, pad=False)}" in response.headers
+    assert REAL.encode() not in whole(response) and name.encode() not in whole(response)
+    assert flow.metadata["roster_scrubbed"] == 2
+
+
+async def test_gzip_body_is_decoded_scrubbed_and_reencoded(gw, cp):
+    flow = await allowed_flow(gw, cp)
+    raw = gzip.compress(json.dumps({"headers": {"Authorization": f"Bearer {REAL}"}}).encode())
+    response = respond(gw, flow, content=raw, headers={"Content-Encoding": "gzip"})
+    assert response.headers["content-encoding"] == "gzip"
+    decoded = gzip.decompress(response.raw_content)
+    assert SENTINEL.encode() in decoded and REAL.encode() not in decoded
+    assert response.headers["content-length"] == str(len(response.raw_content))
+
+
+async def test_basic_pair_the_gateway_built_is_scrubbed(gw, cp):
+    decision = allow(replace=[{"sentinel": SENTINEL, "value": REAL}])
+    flow = await allowed_flow(gw, cp, decision, headers=[("authorization", basic(SENTINEL))])
+    built = flow.request.headers["authorization"]
+    assert built == basic(REAL), "the gateway should have swapped the sentinel inside Basic credentials"
+    pair = built.split()[1]
+    body = f"{pair} {pair.rstrip('=')} {base64.urlsafe_b64encode(f'run:{REAL}'.encode()).decode()}"
+    response = respond(gw, flow, content=body.encode(), headers={"X-Auth": built})
+    assert response.headers["x-auth"] == basic(SENTINEL)
+    assert b64(f"run:{REAL}").encode() not in whole(response)
+    assert b64(f"run:{SENTINEL}").encode() in response.content
+
+
+async def test_no_injection_leaves_the_response_untouched(gw, cp):
+    flow = await allowed_flow(gw, cp, allow())
+    assert "roster_scrubber" not in flow.metadata
+    raw = gzip.compress(f"{REAL} {b64(REAL)}".encode())
+    response = respond(gw, flow, content=raw, headers={"Content-Encoding": "gzip", "X-Echo": REAL})
+    assert response.raw_content == raw and response.headers["x-echo"] == REAL
+    assert "roster_scrubbed" not in flow.metadata
+
+
+async def test_unknown_encoding_is_withheld_with_a_502(gw, cp):
+    flow = await allowed_flow(gw, cp)
+    response = respond(gw, flow, content=REAL.encode(), headers={"Content-Encoding": "x-roster-unknown"})
+    assert response.status_code == 502
+    doc = json.loads(response.content)
+    assert doc["reason"] == "policy_error" and "echoed secret" in doc["message"]
+    assert REAL.encode() not in whole(response)
+    await settle(gw)
+    [outcome] = reported(cp)
+    assert outcome["status"] == 200 and "withheld" in outcome["error"]
+
+
+async def test_unknown_encoding_without_injection_passes(gw, cp):
+    flow = await allowed_flow(gw, cp, allow())
+    response = respond(gw, flow, content=b"opaque", headers={"Content-Encoding": "x-roster-unknown"})
+    assert response.status_code == 200 and response.raw_content == b"opaque"
+
+
+async def test_injected_value_without_a_sentinel_pair_is_redacted_whole(gw, cp):
+    flow = await allowed_flow(gw, cp, allow(inject=[{"header": "x-api-key", "value": f"Token {REAL}"}]))
+    response = respond(gw, flow, content=f"you sent Token {REAL}".encode())
+    assert response.content == f"you sent {REDACTED}".encode()
+
+
+async def test_outcome_counts_upstream_bytes_and_logs_never_the_value(gw, cp, caplog):
+    caplog.set_level(logging.DEBUG)
+    flow = await allowed_flow(gw, cp)
+    body = f"{REAL}{REAL}".encode()
+    respond(gw, flow, content=body, headers={"X-Echo": REAL})
+    await settle(gw)
+    [outcome] = reported(cp)
+    assert outcome["response_bytes"] == len(body) and outcome["error"] == ""
+    assert flow.metadata["roster_scrubbed"] == 3
+    assert "scrubbed 3" in caplog.text and REAL not in caplog.text
+    assert "roster_scrubber" not in flow.metadata, "real values are dropped with the response"
+    assert REAL not in repr(Scrubber([(SENTINEL, REAL)]))
+
+
+async def test_large_body_is_scrubbed_throughout(gw, cp):
+    flow = await allowed_flow(gw, cp)
+    chunk = b"x" * 4093 + REAL.encode()
+    response = respond(gw, flow, content=chunk * 2000)  # about 8 MB, occurrences all along
+    assert REAL.encode() not in response.content
+    assert response.content.count(SENTINEL.encode()) == 2000
+
+
+def test_overlapping_occurrences_leave_no_real_value():
+    scrubber = Scrubber([("S", "abab")])
+    out, count = scrubber.scrub(b"abababab")
+    assert b"abab" not in out and count == 2
