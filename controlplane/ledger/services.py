@@ -32,6 +32,9 @@ _q = connection.ops.quote_name
 _CAPS_SQL = (f"SELECT id, worker_id, unit, {_q('window')}, {_q('limit')} FROM {Cap._meta.db_table} "
              "WHERE worker_id IS NULL OR worker_id = %s ORDER BY id")
 _HAS_LINES_SQL = f"SELECT 1 FROM {SpendLine._meta.db_table} WHERE decision_id = %s LIMIT 1"
+_LINES_OF_DECISION_SQL = (f"SELECT s.kind, s.worker_id, s.run_id, s.grant_slug, w.name "
+                          f"FROM {SpendLine._meta.db_table} s JOIN {Worker._meta.db_table} w "
+                          "ON w.id = s.worker_id WHERE s.decision_id = %s ORDER BY s.id")
 _INSERT_LINE_SQL = (f"INSERT INTO {SpendLine._meta.db_table} (worker_id, run_id, grant_slug, decision_id, "
                     "kind, unit, amount, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
 
@@ -108,21 +111,24 @@ def reserve(*, worker, run, grant_slug: str, decision_id: str, cost_micro: int,
 
 def _settle(decision_id: str, request_bytes: int, response_bytes: int) -> None:
     _serialise()
-    lines = list(SpendLine.objects.filter(decision_id=decision_id).select_related("worker"))
-    reserved = [ln for ln in lines if ln.kind == SpendLine.Kind.RESERVE]
+    with connection.cursor() as cur:
+        cur.execute(_LINES_OF_DECISION_SQL, [decision_id])
+        lines = cur.fetchall()
+    reserved = [line for line in lines if line[0] == SpendLine.Kind.RESERVE]
     if not reserved:
         raise UnknownDecision(f"no reservation for decision {decision_id}")
-    if any(ln.kind == SpendLine.Kind.SETTLE for ln in lines):
+    if any(line[0] == SpendLine.Kind.SETTLE for line in lines):
         raise AlreadySettled(f"decision {decision_id} is already settled")
-    first = reserved[0]
+    _kind, worker_id, run_id, grant_slug, worker_name = reserved[0]
     total = request_bytes + response_bytes
-    SpendLine.objects.create(worker=first.worker, run_id=first.run_id, grant_slug=first.grant_slug,
-                             decision_id=decision_id, kind=SpendLine.Kind.SETTLE, unit=Unit.BYTES,
-                             amount=total)
-    audit_append("spend", {"op": "settle", "decision_id": decision_id, "grant": first.grant_slug,
+    with connection.cursor() as cur:
+        cur.execute(_INSERT_LINE_SQL, [worker_id, run_id, grant_slug, decision_id, SpendLine.Kind.SETTLE,
+                                       Unit.BYTES, total,
+                                       connection.ops.adapt_datetimefield_value(timezone.now())])
+    audit_append("spend", {"op": "settle", "decision_id": decision_id, "grant": grant_slug,
                            "request_bytes": request_bytes, "response_bytes": response_bytes,
                            "bytes": total},
-                 run=first.run_id, worker=first.worker.name)
+                 run=run_id, worker=worker_name)
 
 
 def settle(decision_id: str, request_bytes: int, response_bytes: int) -> None:
