@@ -20,6 +20,7 @@ from mitmproxy import http
 # Put in place of an injected header value whose secret the decision did not pair with a sentinel.
 REDACTED = "[roster: injected secret removed]"
 _MAX_PASSES = 3  # a replacement could in theory complete a new occurrence; re-check, then give up
+_MIN_CORE_BYTES = 6  # below this, unaligned base64 pieces are too short to look for without false hits
 
 
 class Unscrubbable(Exception):
@@ -32,6 +33,25 @@ def _b64_forms(real: bytes, fake: bytes) -> list[tuple[bytes, bytes]]:
         padded_real, padded_fake = encode(real), encode(fake)
         forms.append((padded_real, padded_fake))
         forms.append((padded_real.rstrip(b"="), padded_fake.rstrip(b"=")))
+    return forms
+
+
+def _whole_groups(data: bytes) -> bytes:
+    return data[:len(data) - len(data) % 3]
+
+
+def _b64_cores(real: bytes, fake: bytes) -> list[tuple[bytes, bytes]]:
+    """base64 of a text that merely contains the value (a whole header, a whole body) at any offset: the
+    characters that depend on the value's bytes alone (whole 3-byte groups inside it), for each of the
+    three alignments. Replaced by the sentinel's at the same alignment: that echo decodes to garbage
+    around the sentinel, but carries no secret."""
+    forms = []
+    for skip in range(3):
+        core_real, core_fake = _whole_groups(real[skip:]), _whole_groups(fake[skip:])
+        if len(core_real) < _MIN_CORE_BYTES:
+            continue
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            forms.append((encode(core_real), encode(core_fake)))
     return forms
 
 
@@ -64,6 +84,10 @@ def _json_forms(real: str, fake: str) -> list[tuple[str, str]]:
     return forms
 
 
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
 class Scrubber:
     """Replaces a flow's real secret values (and their encodings) by sentinels in bytes."""
 
@@ -85,15 +109,18 @@ class Scrubber:
             if real:
                 plain += [(real, sentinel), (real + ":", sentinel + ":")]
         plain += [(real, fake) for real, fake in built if real]
+        for sentinel, real in pairs:
+            if real:
+                for b_real, b_fake in _b64_cores(_bytes(real), _bytes(sentinel)):
+                    add(b_real, b_fake)
         for real, fake in plain:
-            add(real.encode("utf-8", "surrogateescape"), fake.encode("utf-8", "surrogateescape"))
-            for b_real, b_fake in _b64_forms(real.encode("utf-8", "surrogateescape"),
-                                             fake.encode("utf-8", "surrogateescape")):
+            add(_bytes(real), _bytes(fake))
+            for b_real, b_fake in _b64_forms(_bytes(real), _bytes(fake)):
                 add(b_real, b_fake)
             for s_real, s_fake in _percent_forms(real, fake) + _json_forms(real, fake):
-                add(s_real.encode("utf-8", "surrogateescape"), s_fake.encode("utf-8", "surrogateescape"))
+                add(_bytes(s_real), _bytes(s_fake))
         for value in whole_values:
-            add(value.encode("utf-8", "surrogateescape"), REDACTED.encode())
+            add(_bytes(value), REDACTED.encode())
         self._swaps = swaps
         # Longest first: an alternation takes the first alternative that matches at a position.
         needles = sorted(swaps, key=len, reverse=True)
@@ -166,6 +193,13 @@ def scrubber_for(replace: Iterable[tuple[str, str]], inject: Iterable[tuple[str,
     reals = [real for _sentinel, real in pairs]
     whole = [value for _header, value in inject if value and not any(real in value for real in reals)]
     built = list(built)
+    # A whole injected header value ("Bearer <value>") echoed base64-encoded comes back cleanly too.
+    for _header, value in inject:
+        fake = value
+        for sentinel, real in pairs:
+            fake = fake.replace(real, sentinel)
+        if fake != value:
+            built.append((value, fake))
     if not (pairs or whole or built):
         return None
     return Scrubber(pairs, built, whole)

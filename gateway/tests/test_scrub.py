@@ -194,3 +194,19 @@ def test_overlapping_occurrences_leave_no_real_value():
     scrubber = Scrubber([("S", "abab")])
     out, count = scrubber.scrub(b"abababab")
     assert b"abab" not in out and count == 2
+
+
+@pytest.mark.parametrize("prefix", ["", "a", "ab", "abc", "Bearer ", "x-api-key: "])
+def test_base64_of_a_text_containing_the_value_at_any_offset(prefix):
+    scrubber = Scrubber([(SENTINEL, REAL)])
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        out, count = scrubber.scrub(encode(f"{prefix}{REAL} trailing".encode()))
+        decoded = base64.b64decode(out + b"===", altchars=b"-_" if encode is not base64.b64encode else None)
+        assert count == 1 and REAL.encode() not in decoded
+        assert REAL[3:-3].encode() not in decoded, "no run of the value survives, whatever the alignment"
+
+
+async def test_whole_injected_header_echoed_base64_comes_back_as_its_sentinel(gw, cp):
+    flow = await allowed_flow(gw, cp)
+    response = respond(gw, flow, content=b64(f"Bearer {REAL}").encode())
+    assert response.content == b64(f"Bearer {SENTINEL}").encode()

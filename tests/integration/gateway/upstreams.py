@@ -3,7 +3,9 @@ recording exactly what reached it (method, path, headers, body)."""
 
 from __future__ import annotations
 
+import base64
 import datetime
+import gzip
 import ipaddress
 import json
 import socket
@@ -11,6 +13,7 @@ import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import quote
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -91,9 +94,34 @@ def _handler(upstream: Upstream):
             body = self.rfile.read(length) if length else b""
             upstream.requests.append({"method": self.command, "path": self.path, "body": body,
                                       "headers": {k.lower(): v for k, v in self.headers.items()}})
+            if self.path.startswith("/echo"):
+                self._echo()
+                return
             payload = json.dumps({"ok": True, "path": self.path}).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _echo(self):
+            """httpbin-style: the request's headers back in the body (also base64 and percent-encoded)
+            and the Authorization header quoted in a response header. /echo-gzip gzips the body and
+            /echo-unknown labels it with an unknown content-encoding."""
+            headers = {k: v for k, v in self.headers.items()}
+            auth = self.headers.get("authorization", "")
+            payload = json.dumps({"headers": headers, "b64": base64.b64encode(auth.encode()).decode(),
+                                  "quoted": quote(auth, safe="")}).encode()
+            encoding = None
+            if self.path.startswith("/echo-gzip"):
+                payload, encoding = gzip.compress(payload), "gzip"
+            elif self.path.startswith("/echo-unknown"):
+                encoding = "x-roster-unknown"
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("x-echo-authorization", auth)
+            if encoding:
+                self.send_header("content-encoding", encoding)
             self.send_header("content-length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)
