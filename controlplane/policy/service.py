@@ -223,11 +223,14 @@ def _credentials(run: Run, grant: engine.GrantRule, decision_id: str, host: str,
         # str.replace, not str.format: a grant's format string must not reach attributes of anything.
         inject.append({"header": grant.inject_header.lower(),
                        "value": template.replace(SECRET_PLACEHOLDER, value)})
-    replace = [{"sentinel": secret.sentinel, "value": value}] if grant.secret_id in sentinel_ids else []
+    named = grant.secret_id in sentinel_ids
+    # An injection carries its sentinel pair too: the gateway swaps only sentinels it finds, and needs the
+    # pair to scrub echoes of the injected value from the response (docs/wire.md).
+    replace = [{"sentinel": secret.sentinel, "value": value}] if (named or inject) else []
     if inject or replace:
         audit_append("credential_use", {"decision_id": decision_id, "secret": secret.name,
                                         "grant": grant.slug, "host": host, "inject": bool(inject),
-                                        "replace": bool(replace)}, run=run)
+                                        "replace": named}, run=run)
     return inject, replace
 
 

@@ -210,3 +210,19 @@ async def test_whole_injected_header_echoed_base64_comes_back_as_its_sentinel(gw
     flow = await allowed_flow(gw, cp)
     response = respond(gw, flow, content=b64(f"Bearer {REAL}").encode())
     assert response.content == b64(f"Bearer {SENTINEL}").encode()
+
+
+def test_websocket_messages_from_the_server_are_scrubbed(gw):
+    from mitmproxy import websocket
+    from mitmproxy.test import tflow
+
+    flow = tflow.twebsocketflow(messages=False)
+    flow.metadata["roster_scrubber"] = Scrubber([(SENTINEL, REAL)])
+    flow.websocket.messages.append(websocket.WebSocketMessage(1, False, f"echo {REAL}".encode()))
+    gw.websocket_message(flow)
+    assert flow.websocket.messages[-1].content == f"echo {SENTINEL}".encode()
+    flow.websocket.messages.append(websocket.WebSocketMessage(1, True, REAL.encode()))
+    gw.websocket_message(flow)
+    assert flow.websocket.messages[-1].content == REAL.encode(), "what the box sends is the swap's business"
+    gw.websocket_end(flow)
+    assert "roster_scrubber" not in flow.metadata

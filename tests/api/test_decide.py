@@ -36,6 +36,14 @@ def test_allow_injects_only_the_grants_secret(gateway, token, secret, make_grant
     assert RunDecision.objects.filter(decision_id=answer["decision_id"]).exists()
 
 
+def test_injection_without_the_sentinel_still_pairs_it_for_scrubbing(gateway, token, secret, make_grant):
+    make_grant(secret=secret, inject_header="Authorization", inject_format="Bearer {secret}")
+    answer = gateway.decide(decide_body(token))
+    assert answer["inject"] == [{"header": "authorization", "value": f"Bearer {SECRET_VALUE}"}]
+    assert answer["replace"] == [{"sentinel": secret.sentinel, "value": SECRET_VALUE}]
+    assert '"replace":false' in _audit("credential_use")[-1].body  # the box did not send the sentinel
+
+
 def test_allow_without_secret_injects_nothing(gateway, token, make_grant):
     make_grant()
     answer = gateway.decide(decide_body(token))

@@ -78,7 +78,7 @@ def test_wait_fixture(name, gateway, live_run, secret, make_grant, approver):
     _openai(make_grant, secret, mode="ask")
     ask = gateway.decide(contract.load("decide_ask", **{contract.TOKEN: token})["request"])
     approval_id = ask["approval_id"]
-    fixture = contract.load(name, **{contract.APPROVAL_ID: approval_id})
+    fixture = contract.load(name, **{contract.APPROVAL_ID: approval_id, contract.SENTINEL: secret.sentinel})
     if name == "wait_approved":
         approval_decide(approval_id, approver, True, "web")
     elif name == "wait_refused":
