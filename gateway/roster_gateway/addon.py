@@ -299,10 +299,12 @@ class Gateway:
         flow.metadata.pop("roster_scrubber", None)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        flow.metadata.pop("roster_scrubber", None)
+        scrubber = flow.metadata.pop("roster_scrubber", None)
         decision_id = flow.metadata.pop("roster_decision_id", None)
+        message = flow.error.msg if flow.error else "upstream error"
+        if scrubber is not None and flow.error is not None:
+            message = scrub_error(flow, scrubber)
         if decision_id:
-            message = flow.error.msg if flow.error else "upstream error"
             self._report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200])
 
     def _report(self, decision_id: str, status: int, req_bytes: int, resp_bytes: int, error: str) -> None:
@@ -377,6 +379,28 @@ def scrub_echoes(flow: http.HTTPFlow, decision_id: str | None) -> str:
                     scrubbed, decision_id, flow.metadata.get("roster_grant"))
     flow.metadata["roster_scrubbed"] = scrubbed
     return ""
+
+
+# mitmproxy error messages that quote the upstream's raw bytes (and its error page shows them to the box).
+_QUOTES_UPSTREAM = ("unexpected server response", "cannot parse http response")
+
+
+def scrub_error(flow: http.HTTPFlow, scrubber) -> str:
+    """An upstream failure on a flow that received a secret: mitmproxy's error page (and its logs) would
+    quote the message, which may quote the upstream's bytes. Scrub the message; if it echoed a secret or
+    quotes raw upstream bytes (whose escaping the scrubber may not know), kill the flow so that no error
+    page is sent: the box sees the connection close. Returns the scrubbed message."""
+    try:
+        scrubbed, count = scrubber.scrub(flow.error.msg.encode("utf-8", "surrogateescape"))
+        message = scrubbed.decode("utf-8", "surrogateescape")
+    except Exception:  # noqa: BLE001 - whatever went wrong, the message is not shown to anyone
+        message, count = "upstream error (message withheld: it could not be checked for secrets)", 1
+    flow.error.msg = message
+    if (count or message.lower().startswith(_QUOTES_UPSTREAM)) and flow.killable:
+        log.warning("upstream error on a flow that carried a secret%s; closing without an error page",
+                    " (it echoed the secret)" if count else "")
+        flow.kill()
+    return message
 
 
 def _loop_running() -> bool:

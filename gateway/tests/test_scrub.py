@@ -11,6 +11,7 @@ import re
 from urllib.parse import quote
 
 import pytest
+from mitmproxy.flow import Error as flow_error
 from mitmproxy.test import tutils
 from roster_gateway.scrub import REDACTED, Scrubber
 
@@ -226,3 +227,27 @@ def test_websocket_messages_from_the_server_are_scrubbed(gw):
     assert flow.websocket.messages[-1].content == REAL.encode(), "what the box sends is the swap's business"
     gw.websocket_end(flow)
     assert "roster_scrubber" not in flow.metadata
+
+
+@pytest.mark.parametrize(("message", "killed"), [
+    (f"unexpected server response: b'HTTP/1.1 200 OK\\r\\nX-Echo: Bearer {REAL}\\r\\n'", True),
+    ("unexpected server response: b'HTTP/1.1 2'", True),  # raw upstream bytes: never shown
+    ("Cannot parse HTTP response: header without a colon", True),
+    ("connection refused", False),
+])
+async def test_upstream_errors_never_quote_the_secret_to_the_box(gw, cp, message, killed):
+    flow = await allowed_flow(gw, cp)
+    flow.error = flow_error(message)
+    gw.error(flow)
+    assert (flow.error.msg == flow_error.KILLED_MESSAGE) is killed
+    assert "roster_scrubber" not in flow.metadata
+    await settle(gw)
+    [outcome] = reported(cp)
+    assert REAL not in outcome["error"] and outcome["status"] == 502
+
+
+async def test_upstream_error_without_injection_is_left_alone(gw, cp):
+    flow = await allowed_flow(gw, cp, allow())
+    flow.error = flow_error(f"unexpected server response: b'{REAL}'")
+    gw.error(flow)
+    assert flow.error.msg.endswith(f"b'{REAL}'")

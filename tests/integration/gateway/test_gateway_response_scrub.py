@@ -90,3 +90,14 @@ def test_a_response_without_injection_is_untouched(stack, token):
     response = raw_exchange(stack.gateway, token, stack.http.url("/echo"),
                             {"Authorization": f"Bearer {SECRET_VALUE}"})  # the box's own text, not ours
     assert f"Bearer {SECRET_VALUE}".encode() in response
+
+
+def test_a_broken_response_quoting_the_secret_never_reaches_the_box(stack, token, secret):
+    # mitmproxy's own error page would quote the upstream's bytes ("unexpected server response: b'...'").
+    grant("echo-broken", stack.http, secret=secret, inject_header="authorization",
+          inject_format="Bearer {secret}")
+    response = raw_exchange(stack.gateway, token, stack.http.url("/echo-broken"), {})
+    assert stack.http.requests[0]["headers"]["authorization"] == f"Bearer {SECRET_VALUE}"
+    for form in _forms(SECRET_VALUE):
+        assert form not in response
+    assert SECRET_VALUE not in stack.gateway.log_text()

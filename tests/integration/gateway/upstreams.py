@@ -106,10 +106,17 @@ def _handler(upstream: Upstream):
 
         def _echo(self):
             """httpbin-style: the request's headers back in the body (also base64 and percent-encoded)
-            and the Authorization header quoted in a response header. /echo-gzip gzips the body and
-            /echo-unknown labels it with an unknown content-encoding."""
+            and the Authorization header quoted in a response header. /echo-gzip gzips the body,
+            /echo-unknown labels it with an unknown content-encoding, /echo-broken breaks off mid-head."""
             headers = {k: v for k, v in self.headers.items()}
             auth = self.headers.get("authorization", "")
+            if self.path.startswith("/echo-broken"):
+                # Half a response head quoting the header, then hang up: the proxy's parse error
+                # would carry these bytes.
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Echo: " + auth.encode() + b"\r\n")
+                self.wfile.flush()
+                self.close_connection = True
+                return
             payload = json.dumps({"headers": headers, "b64": base64.b64encode(auth.encode()).decode(),
                                   "quoted": quote(auth, safe="")}).encode()
             encoding = None
