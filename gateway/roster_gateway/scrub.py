@@ -3,13 +3,15 @@ quoting the Authorization header) would carry the real secret the gateway inject
 For every flow that received a secret, each occurrence of the real value in the response's headers
 (names and values), reason phrase, trailers and decoded body is replaced by that secret's sentinel,
 also in the encodings an echo would use: base64 (standard and url-safe, padded or not; of the value,
-`value:` and the Basic `user:value` pairs the gateway built), percent-encoding and JSON string escapes.
+`value:` and the Basic `user:value` pairs the gateway built), percent-encoding, JSON string escapes and
+HTML escapes (an error page quoting the header).
 
 A Scrubber holds real values only in memory for the life of its flow; its repr shows counts only."""
 
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 from collections.abc import Iterable
@@ -117,7 +119,8 @@ class Scrubber:
             add(_bytes(real), _bytes(fake))
             for b_real, b_fake in _b64_forms(_bytes(real), _bytes(fake)):
                 add(b_real, b_fake)
-            for s_real, s_fake in _percent_forms(real, fake) + _json_forms(real, fake):
+            html_forms = [(html.escape(real, quote=q), html.escape(fake, quote=q)) for q in (True, False)]
+            for s_real, s_fake in _percent_forms(real, fake) + _json_forms(real, fake) + html_forms:
                 add(_bytes(s_real), _bytes(s_fake))
         for value in whole_values:
             add(_bytes(value), REDACTED.encode())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import html
 import json
 import logging
 import re
@@ -84,6 +85,7 @@ BODY_CASES = [
     ("percent-encoded lower hex", lower_hex(quote(REAL, safe="")), lower_hex(quote(SENTINEL, safe=""))),
     ("JSON escaped", f'{{"auth": "{json_escaped(REAL)}"}}', f'{{"auth": "{json_escaped(SENTINEL)}"}}'),
     ("JSON \\u escaped", f'{{"a": "{unicode_escaped(REAL)}"}}', f'{{"a": "{unicode_escaped(SENTINEL)}"}}'),
+    ("HTML escaped", f"<p>{html.escape(REAL)}</p>", f"<p>{html.escape(SENTINEL)}</p>"),
     ("json.dumps of a headers dict", json.dumps({"headers": {"Authorization": f"Bearer {REAL}"}}),
      json.dumps({"headers": {"Authorization": f"Bearer {SENTINEL}"}})),
 ]
