@@ -1,6 +1,7 @@
-"""Decision-API latency: a real server (daphne, as `make up` runs it) on a fresh SQLite database in a temp
-directory, 50 workers and 500 grants loaded, POST /api/gateway/decide over keep-alive connections.
-Prints p50/p99 and requests per second at concurrency 1 and 16. `python -m bench decision`."""
+"""Decision-API latency: real servers on a fresh SQLite database in a temp directory, 50 workers and 500
+grants loaded, POST /api/gateway/decide over keep-alive connections: the decision API's own process
+(what the gateway calls, as `make up` runs it) and, for comparison, the web server (daphne). Prints
+p50/p99 and requests per second at concurrency 1 and 16. `python -m bench decision`."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ REQUESTS_C1 = int(os.environ.get("ROSTER_BENCH_DECISION_REQUESTS", 1000))
 REQUESTS_C16 = REQUESTS_C1 * 2
 WARMUP = 100
 SERVER_START_TIMEOUT = 60
+# name, `python -m` arguments ({port} filled in)
+SERVERS = (
+    ("decision API (uvicorn)", ("controlplane.decision_server", "--host", "127.0.0.1", "--port", "{port}")),
+    ("web server (daphne)", ("daphne", "-b", "127.0.0.1", "-p", "{port}", "controlplane.asgi:application")),
+)
 
 
 def _seed() -> None:
@@ -167,35 +173,37 @@ def main() -> None:
         seeded = subprocess.run([sys.executable, __file__, "--seed"], cwd=REPO, env=env, check=True,
                                 capture_output=True, text=True)
         data = json.loads(seeded.stdout.strip().splitlines()[-1])
-        port = free_port()
-        server = spawn([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                        "controlplane.asgi:application"], env=env, log=tmp / "daphne.log")
-        try:
-            auth = {"Authorization": f"Bearer {service_token}"}
-            wait_for_http(f"http://127.0.0.1:{port}/api/gateway/health", timeout=SERVER_START_TIMEOUT,
-                          proc=server)
-            url = f"http://127.0.0.1:{port}/api/gateway/decide"
-            bodies = [_body(token, data["sentinel"]) for token in data["tokens"]]
-            _measure(url, auth, bodies, WARMUP, 1)
-            rows = []
-            for concurrency, total in ((1, REQUESTS_C1), (16, REQUESTS_C16)):
-                latencies, wall = _measure(url, auth, bodies, total, concurrency)
-                rows.append((concurrency, total, _percentile(latencies, 0.5) * 1000,
-                             _percentile(latencies, 0.99) * 1000, statistics.mean(latencies) * 1000,
-                             total / wall))
-        finally:
-            stop(server)
+        auth = {"Authorization": f"Bearer {service_token}"}
+        bodies = [_body(token, data["sentinel"]) for token in data["tokens"]]
+        rows = []
+        for name, module_args in SERVERS:
+            port = free_port()
+            args = [sys.executable, "-m", *(a.format(port=port) for a in module_args)]
+            server = spawn(args, env=env, log=tmp / f"{module_args[0]}.log")
+            try:
+                wait_for_http(f"http://127.0.0.1:{port}/api/gateway/health", timeout=SERVER_START_TIMEOUT,
+                              proc=server)
+                url = f"http://127.0.0.1:{port}/api/gateway/decide"
+                _measure(url, auth, bodies, WARMUP, 1)
+                for concurrency, total in ((1, REQUESTS_C1), (16, REQUESTS_C16)):
+                    latencies, wall = _measure(url, auth, bodies, total, concurrency)
+                    rows.append((name, concurrency, total, _percentile(latencies, 0.5) * 1000,
+                                 _percentile(latencies, 0.99) * 1000, statistics.mean(latencies) * 1000,
+                                 total / wall))
+            finally:
+                stop(server)
         data_file = tmp / "seed.json"
         data_file.write_text(json.dumps(data))
         in_process = subprocess.run([sys.executable, __file__, "--service", str(data_file)], cwd=REPO,
                                     env=env, check=True, capture_output=True, text=True)
         service_ms = json.loads(in_process.stdout.strip().splitlines()[-1])
-    print(f"decision API (daphne, SQLite, {WORKERS} workers, {GRANTS} grants; allow with secret inject, "
-          "budget reserve and audit)")
-    print(f"{'concurrency':>11} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'req/s':>8}")
-    for concurrency, total, p50, p99, mean, rps in rows:
-        print(f"{concurrency:>11} {total:>8} {p50:>8.2f} {p99:>8.2f} {mean:>8.2f} {rps:>8.0f}")
-    print(f"{'in-process':>11} {len(service_ms):>8} {_percentile(service_ms, 0.5):>8.2f} "
+    print(f"decision API (SQLite, {WORKERS} workers, {GRANTS} grants; allow with secret inject, budget "
+          "reserve and audit)")
+    print(f"{'server':<28} {'concurrency':>11} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} "
+          f"{'req/s':>8}")
+    for name, concurrency, total, p50, p99, mean, rps in rows:
+        print(f"{name:<28} {concurrency:>11} {total:>8} {p50:>8.2f} {p99:>8.2f} {mean:>8.2f} {rps:>8.0f}")
+    print(f"{'in-process':<28} {'':>11} {len(service_ms):>8} {_percentile(service_ms, 0.5):>8.2f} "
           f"{_percentile(service_ms, 0.99):>8.2f} {statistics.mean(service_ms):>8.2f} {'':>8}"
           "  (policy.service.decide alone, no HTTP)")
     print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

@@ -1,8 +1,9 @@
 """Gateway overhead: plain mitmdump vs the Roster gateway (full decision path through a real control
-plane: daphne, policy, budget reservation, audit append) against the same local upstream.
+plane: the decision API process as `make up` runs it, policy, budget reservation, audit append, batched
+outcomes) against the same local upstream.
 
 Reports p50/p99 at concurrency 1 and requests/s at concurrency 16, then the same with the decision API
-slowed by 20 ms (a delaying TCP proxy in front of daphne). Targets: added p50 <= 2 ms, c16 >= 0.8x.
+slowed by 20 ms (a delaying TCP proxy in front of it). Targets: added p50 <= 2 ms, c16 >= 0.8x.
 `python -m bench gateway` runs only this; ROSTER_BENCH_GW_C1 / _C16 set the request counts.
 Helpers run as subprocesses: `python -m bench.bench_gateway
 upstream` and `python -m bench.bench_gateway delay PORT MS` (each prints its listening port)."""
@@ -182,7 +183,7 @@ def _measure(name: str, proxy_port: int, request: bytes) -> dict:
     return result
 
 
-# --- the control plane: a fresh migrated SQLite database and one daphne ---
+# --- the control plane: a fresh migrated SQLite database and the decision API process ---
 
 SETUP = """
 import django; django.setup()
@@ -245,7 +246,7 @@ def main() -> None:
         token = _prepare(env, up_port)
         print(f"c1: {C1_REQUESTS} sequential requests; c16: {C16_REQUESTS} requests over 16 keep-alive "
               f"connections; upstream and control plane on loopback", flush=True)
-        with procs.daphne_server(env, tmp) as cp_url:
+        with procs.decision_api_server(env, tmp) as cp_url:
             procs.wait_for_http(cp_url + "/api/gateway/health", timeout=30)
             cp_port = int(cp_url.rsplit(":", 1)[1])
             with _plain_mitmdump(tmp) as plain_port:

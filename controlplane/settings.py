@@ -217,3 +217,8 @@ ROSTER_OUTCOME_BATCH_MAX = _env_int("ROSTER_OUTCOME_BATCH_MAX", 256)
 # Threads (each with its own database connection) serving /api/gateway/ under ASGI. Its writes all take
 # the audit chain's single-writer lock, so 1 is fastest on SQLite; more only help concurrent reads.
 ROSTER_GATEWAY_DB_THREADS = _env_int("ROSTER_GATEWAY_DB_THREADS", 1)
+# The decision API's own process (python -m controlplane.decision_server; scripts/up.sh), which the gateway
+# calls. Loopback only. Idle keep-alive connections from the gateway are kept this long.
+ROSTER_DECISION_API_HOST = os.environ.get("ROSTER_DECISION_API_HOST", "127.0.0.1")
+ROSTER_DECISION_API_PORT = _env_int("ROSTER_DECISION_API_PORT", 8002)
+ROSTER_DECISION_API_KEEPALIVE_SECONDS = _env_int("ROSTER_DECISION_API_KEEPALIVE_SECONDS", 75)

@@ -31,7 +31,8 @@ bridge_addr=$(ip -4 -o addr show dev "$bridge" 2>/dev/null | awk '{print $4}' | 
 listen_host=${ROSTER_GATEWAY_LISTEN_HOST:-${bridge_addr:-${ROSTER_GATEWAY_HOST:-127.0.0.1}}}
 listen_port=${ROSTER_GATEWAY_PORT:-8080}
 health_port=${ROSTER_GATEWAY_HEALTH_PORT:-8081}
-control_plane=${ROSTER_CONTROL_PLANE_URL:-http://127.0.0.1:${ROSTER_WEB_PORT:-8000}}
+# The decision API's own process (scripts/up.sh starts it), not the web server.
+control_plane=${ROSTER_CONTROL_PLANE_URL:-http://127.0.0.1:${ROSTER_DECISION_API_PORT:-8002}}
 
 nohup setsid gateway/.venv/bin/mitmdump -q -s gateway/roster_gateway/script.py \
   --set listen_host="$listen_host" --set listen_port="$listen_port" \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Starts the whole stack on one machine: Redis, dockerd, the box network lockdown, the gateway, daphne
-# (admin, pages, API, websockets), a Celery worker and Celery beat. Idempotent: what runs is left running.
+# Starts the whole stack on one machine: Redis, dockerd, the box network lockdown, the decision API
+# (controlplane.decision_server: /api/gateway/ only), the gateway, daphne (admin, pages, API, websockets),
+# a Celery worker and Celery beat. Idempotent: what runs is left running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p var/run var/log
@@ -22,7 +23,14 @@ if ! redis-cli -u "${REDIS_URL:-redis://127.0.0.1:6379/0}" ping >/dev/null 2>&1;
 fi
 scripts/start-docker.sh
 [ -x scripts/network-lockdown.sh ] && scripts/network-lockdown.sh
-[ -x scripts/gateway-up.sh ] && scripts/gateway-up.sh
+# The decision API's own process (what the gateway calls; loopback only), before the gateway.
+DECISION_PORT=${ROSTER_DECISION_API_PORT:-8002}
+start decision-api "$PY" -m controlplane.decision_server --host 127.0.0.1 --port "$DECISION_PORT"
+for _ in $(seq 1 60); do
+  curl -s -o /dev/null "http://127.0.0.1:$DECISION_PORT/api/gateway/health" && break; sleep 0.25
+done
+[ -x scripts/gateway-up.sh ] && ROSTER_CONTROL_PLANE_URL=${ROSTER_CONTROL_PLANE_URL:-http://127.0.0.1:$DECISION_PORT} \
+  scripts/gateway-up.sh
 
 start web "$PY" -m daphne -b 127.0.0.1 -p "$WEB_PORT" controlplane.asgi:application
 start celery-worker "$PY" -m celery -A controlplane worker --loglevel INFO --concurrency 2

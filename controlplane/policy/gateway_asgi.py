@@ -81,3 +81,31 @@ def gateway_first(django_app):
         return await django_app(scope, receive, send)
 
     return app
+
+
+async def _not_found(send) -> None:
+    await send({"type": "http.response.start", "status": 404,
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": b'{"detail": "not found"}'})
+
+
+def gateway_only():
+    """ASGI app for the decision API's own process (controlplane.decision_server): /api/gateway/ and
+    nothing else; every other path is 404, websockets are refused."""
+    gateway_app = GatewayASGIHandler()
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                await send({"type": message["type"] + ".complete"})
+                if message["type"] == "lifespan.shutdown":
+                    return
+        if scope["type"] != "http":
+            await send({"type": "websocket.close"})
+            return
+        if scope.get("path", "").startswith(GATEWAY_PATH_PREFIX):
+            return await gateway_app(scope, receive, send)
+        return await _not_found(send)
+
+    return app

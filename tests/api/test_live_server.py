@@ -1,5 +1,6 @@
-"""The decision API served by a real daphne (the shared-thread-pool path only runs under ASGI): allow,
-ask -> approve -> wait, outcome, health, and concurrent decisions that keep the audit chain whole."""
+"""The decision API served for real (its database thread only runs under ASGI), by its own process
+(controlplane.decision_server, what the gateway calls) and by the web server (daphne): allow,
+ask -> approve -> wait, outcomes, health, and concurrent decisions that keep the audit chain whole."""
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -19,20 +20,23 @@ from tests.support import procs
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def server(tmp_path, redis_url):
+SERVERS = {"decision_api": procs.decision_api_server, "daphne": procs.daphne_server}
+
+
+@pytest.fixture(params=sorted(SERVERS))
+def server(request, tmp_path, redis_url):
     PolicyVersion.objects.get_or_create(pk=1)
     env = procs.control_plane_env(connection.settings_dict["NAME"], redis_url, {
         "ROSTER_GATEWAY_TOKEN_SHA256": settings.ROSTER_GATEWAY_TOKEN_SHA256,
         "ROSTER_VAULT_KEY_FILE": str(settings.ROSTER_VAULT_KEY_FILE),
         "ROSTER_APPROVAL_POLL_SECONDS": "0.02",
     })
-    with procs.daphne_server(env, tmp_path) as url:
+    with SERVERS[request.param](env, tmp_path) as url:
         procs.wait_for_http(f"{url}/api/gateway/health", timeout=30)
         yield url
 
 
-def test_decisions_through_daphne(server, gateway_auth, token, secret, make_grant):
+def test_decisions_through_a_real_server(server, gateway_auth, token, secret, make_grant):
     make_grant(secret=secret, inject_header="authorization", inject_format="Bearer {secret}")
     make_grant(slug="ask-me", host="ask.example.com", mode="ask")
     with httpx.Client(base_url=server, headers=gateway_auth, timeout=10) as client:
@@ -86,3 +90,13 @@ def test_concurrent_decisions_keep_the_chain_whole(server, gateway_auth, token, 
     assert verdicts == ["allow"] * 64
     assert AuditRecord.objects.filter(kind="decision", verdict="allow").count() == 64
     assert verify_database().ok
+
+
+def test_decision_api_process_serves_only_the_gateway_api(tmp_path, redis_url, gateway_auth):
+    env = procs.control_plane_env(connection.settings_dict["NAME"], redis_url, {
+        "ROSTER_GATEWAY_TOKEN_SHA256": settings.ROSTER_GATEWAY_TOKEN_SHA256})
+    with procs.decision_api_server(env, tmp_path) as url, httpx.Client(base_url=url, timeout=10) as client:
+        for path in ("/admin/", "/", "/accounts/login/", "/api/docs", "/api/gatewayx/decide"):
+            assert client.get(path).status_code == 404, path
+        assert client.get("/api/gateway/health").status_code == 401
+        assert client.get("/api/gateway/health", headers=gateway_auth).json() == {"ok": True}

@@ -113,6 +113,19 @@ def daphne_server(env: dict[str, str], tmp: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
+def decision_api_server(env: dict[str, str], tmp: Path) -> Iterator[str]:
+    """The decision API's own process (controlplane.decision_server), as scripts/up.sh runs it."""
+    port = free_port()
+    args = [VENV_PY, "-m", "controlplane.decision_server", "--host", "127.0.0.1", "--port", str(port)]
+    proc = spawn(args, env=env, log=tmp / "decision-api.log")
+    try:
+        wait_for_port(port, proc=proc, timeout=30)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(proc)
+
+
+@contextlib.contextmanager
 def celery_worker(env: dict[str, str], tmp: Path, concurrency: int = 2) -> Iterator[subprocess.Popen]:
     proc = spawn([VENV_PY, "-m", "celery", "-A", "controlplane", "worker", "--loglevel", "INFO",
                   "--concurrency", str(concurrency), "--without-gossip", "--without-mingle",

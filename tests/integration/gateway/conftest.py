@@ -1,5 +1,6 @@
-"""One real stack for the gateway integration tests: daphne serving the control plane over the test
-database, a real mitmdump with the addon, and local upstreams over HTTP and HTTPS (test CA)."""
+"""One real stack for the gateway integration tests: the decision API process (as `make up` runs it)
+serving the test database, a real mitmdump with the addon, and local upstreams over HTTP and HTTPS
+(test CA)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def gateway_stack(django_db_setup, django_db_blocker, redis_url, tmp_path_factor
     })
     upstreams = [Upstream(), Upstream(ca), Upstream()]
     try:
-        with procs.daphne_server(env, tmp) as url, gateway_process(
+        with procs.decision_api_server(env, tmp) as url, gateway_process(
             url, GATEWAY_SERVICE_TOKEN, tmp, allow_loopback_upstreams=True, hold_seconds=HOLD_SECONDS,
             extra_options={"ssl_verify_upstream_trusted_ca": ca.cert_path},
         ) as gw:
