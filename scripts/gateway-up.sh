@@ -31,7 +31,8 @@ bridge_addr=$(ip -4 -o addr show dev "$bridge" 2>/dev/null | awk '{print $4}' | 
 listen_host=${ROSTER_GATEWAY_LISTEN_HOST:-${bridge_addr:-${ROSTER_GATEWAY_HOST:-127.0.0.1}}}
 listen_port=${ROSTER_GATEWAY_PORT:-8080}
 health_port=${ROSTER_GATEWAY_HEALTH_PORT:-8081}
-# The decision API's own process (scripts/up.sh starts it), not the web server.
+# The decision API's own process (scripts/up.sh starts it), not the web server; the web server is never
+# dialled either (roster_control_plane_also), whatever a grant says.
 control_plane=${ROSTER_CONTROL_PLANE_URL:-http://127.0.0.1:${ROSTER_DECISION_API_PORT:-8002}}
 
 nohup setsid gateway/.venv/bin/mitmdump -q -s gateway/roster_gateway/script.py \
@@ -39,6 +40,7 @@ nohup setsid gateway/.venv/bin/mitmdump -q -s gateway/roster_gateway/script.py \
   --set confdir="$PWD/var/gateway/ca" \
   --set connection_strategy=lazy --set upstream_cert=false \
   --set roster_control_plane="$control_plane" \
+  --set roster_control_plane_also="http://127.0.0.1:${ROSTER_WEB_PORT:-8000}" \
   --set roster_service_token_file="$PWD/$token_file" \
   --set roster_decide_timeout_ms="${ROSTER_GATEWAY_DECIDE_TIMEOUT_MS:-2000}" \
   --set roster_hold_seconds="${ROSTER_GATEWAY_HOLD_SECONDS:-60}" \

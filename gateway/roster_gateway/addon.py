@@ -107,7 +107,8 @@ class Gateway:
             old = self.client
             self.config = config
             self.vetting = Vetting(allow_loopback=config.allow_loopback_upstreams,
-                                   own_ports=config.own_ports, control_plane=config.control_plane_endpoint)
+                                   own_ports=config.own_ports, control_plane=config.control_plane_endpoint,
+                                   also_control_plane=config.also_control_plane)
             self.client = ControlPlaneClient(config.control_plane, config.service_token,
                                              decide_timeout=config.decide_timeout,
                                              outcome_timeout=config.outcome_timeout,

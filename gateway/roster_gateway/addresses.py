@@ -88,16 +88,19 @@ class Vetting:
     allow_loopback: bool
     own_ports: frozenset[int]
     control_plane: tuple[str, int]
+    # Other control-plane endpoints (the web server, when the gateway talks to the decision API's own
+    # process): never upstreams either, whatever the grant.
+    also_control_plane: tuple[tuple[str, int], ...] = ()
 
     def check(self, ip: IPAddress, port: int, *, explicitly_granted: bool = False) -> None:
         """Raise AddressRefused unless the gateway may dial ip:port."""
         if not 0 < port < 65536:
             raise AddressRefused(f"port {port} is not dialable")
-        cp_host, cp_port = self.control_plane
-        cp_ip = parse_ip_literal(cp_host)
         internal = is_loopback(ip) or blocked_reason(ip) is not None
-        if port == cp_port and (internal or (cp_ip is not None and _canonical(cp_ip) == _canonical(ip))):
-            raise AddressRefused("the control plane is not an upstream")
+        for cp_host, cp_port in (self.control_plane, *self.also_control_plane):
+            cp_ip = parse_ip_literal(cp_host)
+            if port == cp_port and (internal or (cp_ip is not None and _canonical(cp_ip) == _canonical(ip))):
+                raise AddressRefused("the control plane is not an upstream")
         if port in self.own_ports and internal:
             raise AddressRefused("the gateway itself is not an upstream")
         why = blocked_reason(ip)

@@ -31,6 +31,9 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_allow_loopback_upstreams", bool, False,
      "TESTS ONLY: allow dialling loopback upstreams (never the gateway's or control plane's ports)"),
     ("roster_ca_cert_export", str, "", "Copy the CA's public certificate (never the key) to this path"),
+    ("roster_control_plane_also", str, "",
+     "Other control-plane endpoints never dialled, whatever the grant: comma-separated URLs (the web "
+     "server, when roster_control_plane is the decision API's own process)"),
     ("roster_outcome_flush_ms", int, 5,
      "Milliseconds an outcome report waits for others to share its POST /outcomes (0: send at once)"),
     ("roster_outcome_batch_max", int, 100, "Most outcomes in one POST /outcomes (the control plane allows "
@@ -55,6 +58,7 @@ class GatewayConfig:
     control_plane_endpoint: tuple[str, int]
     own_ports: frozenset[int]
     outcome_flush_delay: float = 0.005
+    also_control_plane: tuple[tuple[str, int], ...] = ()
     outcome_batch_max: int = 100
 
 
@@ -77,7 +81,7 @@ def read_token_file(path: str) -> str:
 def _endpoint(url: str) -> tuple[str, int]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise exceptions.OptionsError("roster_control_plane must be an http(s) URL")
+        raise exceptions.OptionsError("roster_control_plane(_also) must be http(s) URLs")
     return parts.hostname.lower(), parts.port or (443 if parts.scheme == "https" else 80)
 
 
@@ -123,6 +127,8 @@ def build_config(opts) -> GatewayConfig:
         health_cache_seconds=opts.roster_health_cache_ms / 1000,
         allow_loopback_upstreams=bool(opts.roster_allow_loopback_upstreams),
         control_plane_endpoint=endpoint,
+        also_control_plane=tuple(_endpoint(u.strip()) for u in opts.roster_control_plane_also.split(",")
+                                 if u.strip()),
         own_ports=frozenset(own),
         outcome_flush_delay=opts.roster_outcome_flush_ms / 1000,
         outcome_batch_max=int(opts.roster_outcome_batch_max),

@@ -31,6 +31,9 @@ def test_public_addresses_pass(ip):
 
 CLOSED = Vetting(allow_loopback=False, own_ports=frozenset({8080, 8081}), control_plane=("127.0.0.1", 8000))
 TESTING = Vetting(allow_loopback=True, own_ports=frozenset({8080, 8081}), control_plane=("127.0.0.1", 8000))
+# The gateway talks to the decision API's own process; the web server is a control-plane endpoint too.
+SPLIT = Vetting(allow_loopback=True, own_ports=frozenset({8080, 8081}), control_plane=("127.0.0.1", 8002),
+                also_control_plane=(("127.0.0.1", 8000), ("cp.internal", 8443)))
 
 CASES = [
     # name, vetting, host, port, granted, allowed
@@ -45,6 +48,10 @@ CASES = [
     ("gateway health never", TESTING, "127.0.0.2", 8081, True, False),
     ("mapped loopback for tests", TESTING, "::ffff:127.0.0.1", 8000, True, False),
     ("port zero", CLOSED, "93.184.216.34", 0, True, False),
+    ("decision API never", SPLIT, "127.0.0.1", 8002, True, False),
+    ("web server never", SPLIT, "127.0.0.1", 8000, True, False),
+    ("web server on another loopback never", SPLIT, "127.0.0.2", 8000, True, False),
+    ("other loopback ports for tests", SPLIT, "127.0.0.1", 9000, True, True),
 ]
 
 

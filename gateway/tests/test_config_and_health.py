@@ -34,6 +34,9 @@ BAD = [
     ("empty token", dict(token_text="  \n")),
     ("missing token file", dict(roster_service_token_file="/nonexistent/token")),
     ("zero timeout", dict(roster_decide_timeout_ms=0)),
+    ("other control plane not a URL", dict(roster_control_plane_also="127.0.0.1:8000")),
+    ("negative outcome flush", dict(roster_outcome_flush_ms=-1)),
+    ("empty outcome batches", dict(roster_outcome_batch_max=0)),
 ]
 
 
@@ -65,6 +68,13 @@ def test_good_configuration(tmp_path):
     assert addon.config.decide_timeout == 0.75
     assert addon.config.control_plane_endpoint == ("cp.test", 80)
     assert addon.config.allow_loopback_upstreams is False  # closed unless a test asks
+    assert addon.config.also_control_plane == ()
+
+
+def test_other_control_plane_endpoints_reach_the_address_vetting(tmp_path):
+    addon = configure(tmp_path, roster_control_plane_also="http://127.0.0.1:8000, https://cp.example")
+    assert addon.config.also_control_plane == (("127.0.0.1", 8000), ("cp.example", 443))
+    assert addon.vetting.also_control_plane == (("127.0.0.1", 8000), ("cp.example", 443))
 
 
 async def _get(port: int) -> tuple[int, dict]:
