@@ -76,13 +76,18 @@ DATABASES = {
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'roster.sqlite3'}"), conn_max_age=60
     )
 }
+ROSTER_SQLITE_WAL_AUTOCHECKPOINT_PAGES = _env_int("ROSTER_SQLITE_WAL_AUTOCHECKPOINT_PAGES", 4000)
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # IMMEDIATE makes every transaction take the write lock up front, so two writers can never read
     # the same chain head or ledger total and both append (the chain and the caps rely on this).
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        # A WAL checkpoint (copy back + fsync) runs inside the commit that crosses the threshold: at
+        # SQLite's default of 1000 pages that was a ~10 ms stall every ~30 decisions (0.3 ms each on
+        # average); 4000 pages stalls a quarter as often, ~25 ms each.
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                        f"PRAGMA wal_autocheckpoint={ROSTER_SQLITE_WAL_AUTOCHECKPOINT_PAGES};",
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # A file (not :memory:) so servers started by tests can share it; one per process so parallel
