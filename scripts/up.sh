@@ -43,6 +43,7 @@ curl -fsS -o /dev/null "http://127.0.0.1:$WEB_PORT/accounts/login/" || { echo "u
 cat <<MSG
 Roster is up.
   web and admin:  http://127.0.0.1:$WEB_PORT/   (admin at /admin/)
+  decision API:   http://127.0.0.1:$DECISION_PORT/api/gateway/   (the gateway's; log var/log/decision-api.log)
   create an admin: .venv/bin/python manage.py createsuperuser
   stop everything: make down
 MSG
