@@ -79,6 +79,9 @@ class RunDecision(models.Model):
     decision_id = models.CharField(max_length=64, unique=True)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="decisions")
     grant_slug = models.CharField(max_length=64)
+    # The name (never the value) of the secret the decision handed the gateway, so an outcome reporting
+    # echoes of it scrubbed from the response can name it in a tripwire, whatever the grant says later.
+    secret_name = models.CharField(max_length=64, blank=True, default="")
     result_class = models.PositiveSmallIntegerField(choices=DataClass.choices)
     untrusted = models.BooleanField()
     trace = models.BooleanField(default=False)

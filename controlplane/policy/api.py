@@ -133,6 +133,8 @@ class OutcomeIn(Strict):
     request_bytes: NonNegative
     response_bytes: NonNegative
     error: Str = ""
+    # Echoes of the injected secret the gateway replaced in the response; > 0 is audited as a tripwire.
+    scrubbed: NonNegative = 0
 
 
 class OutcomesIn(Strict):
@@ -256,7 +258,7 @@ async def outcome(request, body: OutcomeIn):
 def _outcome(body: OutcomeIn) -> Status:
     try:
         outcomes.outcome_report(body.decision_id, body.status, body.request_bytes, body.response_bytes,
-                               body.error)
+                               body.error, body.scrubbed)
     except outcomes.OutcomeUnknown:
         return Status(404, {"detail": "no allowed decision with this id"})
     except outcomes.OutcomeConflict:
@@ -266,7 +268,8 @@ def _outcome(body: OutcomeIn) -> Status:
 
 @router.post("/outcomes", response={200: OutcomesOut}, summary="Report many outcomes at once")
 async def outcomes_batch(request, body: OutcomesIn):
-    items = [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error) for o in body.outcomes]
+    items = [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error, o.scrubbed)
+             for o in body.outcomes]
     return {"results": await in_pool(request, outcomes.outcomes_report, items)}
 
 

@@ -1,5 +1,6 @@
 """After an allowed decision: /outcome settles its reservation with the real bytes (one or a batch per
-transaction) and /trace stores a model input byte-exactly before the gateway forwards it."""
+transaction), auditing as a tripwire any echo of the injected secret the gateway scrubbed from the
+response, and /trace stores a model input byte-exactly before the gateway forwards it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.utils import timezone
 
 from controlplane.audit.models import ModelTrace
 from controlplane.audit.services import audit_append
-from controlplane.fleet.models import RunDecision
+from controlplane.fleet.models import Run, RunDecision
 from controlplane.ledger.services import settle
 from controlplane.ledger.types import AlreadySettled, UnknownDecision
 
@@ -29,17 +30,19 @@ class OutcomeConflict(Exception):
 
 
 def outcome_report(decision_id: str, status: int, request_bytes: int, response_bytes: int,
-                   error: str = "") -> None:
+                   error: str = "", scrubbed: int = 0) -> None:
     """Settle the reservation with the real bytes. The run's taint was raised by the decision itself
-    (controlplane.policy.service), so an outcome that is late, lost or never sent lowers nothing."""
+    (controlplane.policy.service), so an outcome that is late, lost or never sent lowers nothing.
+    `scrubbed` > 0 (echoes of the injected secret the gateway removed from the response) is audited as
+    a tripwire in the same transaction."""
     with transaction.atomic():
-        _settle_outcome(decision_id, status, request_bytes, response_bytes)
+        _settle_outcome(decision_id, status, request_bytes, response_bytes, scrubbed)
 
 
 OUTCOME_RESULTS = {OutcomeUnknown: "unknown", OutcomeConflict: "already_settled"}
 
 
-def outcomes_report(outcomes: Sequence[tuple[str, int, int, int, str]]) -> list[str]:
+def outcomes_report(outcomes: Sequence[tuple[str, int, int, int, str, int]]) -> list[str]:
     """Settle many outcomes in one transaction; one result per outcome, in order: "ok", "unknown" or
     "already_settled". An unknown or settled id writes nothing before it is refused, so it cannot spoil
     its neighbours; any other failure rolls the batch back and each outcome is retried on its own."""
@@ -59,15 +62,17 @@ def outcomes_report(outcomes: Sequence[tuple[str, int, int, int, str]]) -> list[
     return results
 
 
-def _settle_one(decision_id: str, status: int, request_bytes: int, response_bytes: int, error: str) -> str:
+def _settle_one(decision_id: str, status: int, request_bytes: int, response_bytes: int, error: str,
+                scrubbed: int = 0) -> str:
     try:
-        _settle_outcome(decision_id, status, request_bytes, response_bytes)
+        _settle_outcome(decision_id, status, request_bytes, response_bytes, scrubbed)
     except (OutcomeUnknown, OutcomeConflict) as exc:
         return OUTCOME_RESULTS[type(exc)]
     return "ok"
 
 
-def _settle_outcome(decision_id: str, status: int, request_bytes: int, response_bytes: int) -> None:
+def _settle_outcome(decision_id: str, status: int, request_bytes: int, response_bytes: int,
+                    scrubbed: int = 0) -> None:
     # Plain SQL: this runs once per forwarded request, and the ORM costs more than the statements.
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     with connection.cursor() as cur:
@@ -75,7 +80,7 @@ def _settle_outcome(decision_id: str, status: int, request_bytes: int, response_
         record = cur.fetchone()
     if record is None:
         raise OutcomeUnknown(decision_id)
-    record_id, outcome_at = record
+    record_id, outcome_at, run_id, grant_slug, secret_name, url = record
     if outcome_at is not None:
         raise OutcomeConflict(decision_id)
     try:
@@ -87,9 +92,26 @@ def _settle_outcome(decision_id: str, status: int, request_bytes: int, response_
     with connection.cursor() as cur:
         cur.execute(_MARK_OUTCOME_SQL, [connection.ops.adapt_datetimefield_value(timezone.now()), status,
                                         record_id])
+    if scrubbed > 0:
+        _audit_echo(decision_id, run_id, grant_slug, secret_name, url, scrubbed)
 
 
-_RUN_DECISION_SQL = f"SELECT id, outcome_at FROM {RunDecision._meta.db_table} WHERE decision_id = %s"
+def _audit_echo(decision_id: str, run_id: int, grant_slug: str, secret_name: str, url: str,
+                scrubbed: int) -> None:
+    """The upstream sent the injected secret back: the box got the sentinel instead, but an upstream
+    that reflects credentials is worth a human's look. Names the secret, never its value."""
+    name = secret_name or "(unrecorded)"
+    run = Run.objects.select_related("worker").get(pk=run_id)
+    audit_append("tripwire", {
+        "decision_id": decision_id, "url": url, "grant": grant_slug, "secret": secret_name or None,
+        "scrubbed": scrubbed,
+        "message": f"upstream echoed the injected secret {name}; {scrubbed} occurrence"
+                   f"{'' if scrubbed == 1 else 's'} scrubbed before the box",
+    }, run=run)
+
+
+_RUN_DECISION_SQL = (f"SELECT id, outcome_at, run_id, grant_slug, secret_name, url "
+                     f"FROM {RunDecision._meta.db_table} WHERE decision_id = %s")
 _MARK_OUTCOME_SQL = (f"UPDATE {RunDecision._meta.db_table} SET outcome_at = %s, outcome_status = %s "
                      "WHERE id = %s")
 

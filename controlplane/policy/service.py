@@ -236,7 +236,8 @@ def _credentials(run: Run, grant: engine.GrantRule, decision_id: str, host: str,
 
 _INSERT_RUN_DECISION = (
     f"INSERT INTO {RunDecision._meta.db_table} (decision_id, run_id, grant_slug, result_class, untrusted, "
-    "trace, method, url, created_at, traced) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+    "trace, method, url, created_at, traced, secret_name) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
 
 
 def _allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str, url: str, host: str,
@@ -250,10 +251,18 @@ def _allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str
     with connection.cursor() as cur:  # plain SQL: the ORM's create() costs more than the insert
         cur.execute(_INSERT_RUN_DECISION, [
             decision_id, run.pk, grant.slug, int(grant.result_class), bool(grant.untrusted),
-            bool(grant.trace), method, url, connection.ops.adapt_datetimefield_value(timezone.now()), False])
+            bool(grant.trace), method, url, connection.ops.adapt_datetimefield_value(timezone.now()), False,
+            _handed_secret_name(grant)])
     _raise_taint_for_result(run, grant)
     inject, replace = _credentials(run, grant, decision_id, host, sentinel_ids, state or _PolicyState(None))
     return decision, None, inject, replace
+
+
+def _handed_secret_name(grant: engine.GrantRule) -> str:
+    """The secret whose value this allow may hand the gateway (see _credentials); "" for none."""
+    if grant.secret_id is None or grant.tunnel:
+        return ""
+    return grant.secret_name or ""
 
 
 def _raise_taint_for_result(run: Run, grant: engine.GrantRule) -> None:

@@ -285,7 +285,8 @@ class Gateway:
         status, response_bytes = flow.response.status_code, len(flow.response.raw_content or b"")
         error = scrub_echoes(flow, decision_id)
         if decision_id:
-            self._report(decision_id, status, len(flow.request.raw_content or b""), response_bytes, error)
+            self._report(decision_id, status, len(flow.request.raw_content or b""), response_bytes, error,
+                         flow.metadata.get("roster_scrubbed", 0))
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         scrubber = flow.metadata.get("roster_scrubber")
@@ -306,13 +307,16 @@ class Gateway:
         if scrubber is not None and flow.error is not None:
             message = scrub_error(flow, scrubber)
         if decision_id:
-            self._report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200])
+            self._report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200],
+                         flow.metadata.get("roster_scrubbed", 0))
 
-    def _report(self, decision_id: str, status: int, req_bytes: int, resp_bytes: int, error: str) -> None:
+    def _report(self, decision_id: str, status: int, req_bytes: int, resp_bytes: int, error: str,
+                scrubbed: int = 0) -> None:
         # Queued and sent in batches in the background: neither the box's response nor the run's next
-        # decision waits for the ledger (taint was raised by the decision).
+        # decision waits for the ledger (taint was raised by the decision). A scrubbed count above 0 is
+        # audited by the control plane as a tripwire (the upstream echoed the injected secret).
         if self.outcomes is not None:
-            self.outcomes.report(decision_id, status, req_bytes, resp_bytes, error)
+            self.outcomes.report(decision_id, status, req_bytes, resp_bytes, error, scrubbed)
 
     # --- CONNECT, tunnels and everything that is not HTTP ---
     @fail_closed
@@ -375,7 +379,8 @@ def scrub_echoes(flow: http.HTTPFlow, decision_id: str | None) -> str:
                   decision_id=decision_id or "")
         return "response withheld: could not be checked for an echoed secret"
     if scrubbed:
-        # The count and names only, never a value: a tripwire-worthy event (the upstream echoed a secret).
+        # The count and names only, never a value; the outcome carries the count to the control plane,
+        # which audits it as a tripwire (the upstream echoed a secret).
         log.warning("scrubbed %d echo(es) of an injected secret from the response to %s (grant %s)",
                     scrubbed, decision_id, flow.metadata.get("roster_grant"))
     flow.metadata["roster_scrubbed"] = scrubbed
@@ -394,6 +399,7 @@ def scrub_error(flow: http.HTTPFlow, scrubber) -> str:
     try:
         scrubbed, count = scrubber.scrub(flow.error.msg.encode("utf-8", "surrogateescape"))
         message = scrubbed.decode("utf-8", "surrogateescape")
+        flow.metadata["roster_scrubbed"] = count  # echoes found, reported with the outcome
     except Exception:  # noqa: BLE001 - whatever went wrong, the message is not shown to anyone
         message, count = "upstream error (message withheld: it could not be checked for secrets)", 1
     flow.error.msg = message

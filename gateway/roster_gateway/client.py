@@ -83,9 +83,9 @@ class ControlPlaneClient:
             raise ControlPlaneDown(f"trace not stored (HTTP {status})")
 
     async def outcome(self, decision_id: str, status: int, request_bytes: int, response_bytes: int,
-                      error: str = "") -> None:
+                      error: str = "", scrubbed: int = 0) -> None:
         payload = {"decision_id": decision_id, "status": status, "request_bytes": request_bytes,
-                   "response_bytes": response_bytes, "error": error}
+                   "response_bytes": response_bytes, "error": error, "scrubbed": scrubbed}
         answer, _ = await self._call("POST", "/outcome", payload, self.outcome_timeout)
         if answer != 200:
             log.warning("outcome of %s answered HTTP %s", decision_id, answer)

@@ -13,7 +13,8 @@ from roster_gateway.client import ControlPlaneClient, ControlPlaneDown
 
 log = logging.getLogger(__name__)
 
-Outcome = dict  # {"decision_id", "status", "request_bytes", "response_bytes", "error"} (docs/wire.md)
+# {"decision_id", "status", "request_bytes", "response_bytes", "error", "scrubbed"} (docs/wire.md)
+Outcome = dict
 
 
 class OutcomeReporter:
@@ -28,9 +29,11 @@ class OutcomeReporter:
         self._sender: asyncio.Task | None = None
 
     def report(self, decision_id: str, status: int, request_bytes: int, response_bytes: int,
-               error: str) -> None:
+               error: str, scrubbed: int = 0) -> None:
+        """`scrubbed`: echoes of the injected secret replaced in the response (the control plane audits
+        a count above 0 as a tripwire)."""
         self._queue.append({"decision_id": decision_id, "status": status, "request_bytes": request_bytes,
-                            "response_bytes": response_bytes, "error": error})
+                            "response_bytes": response_bytes, "error": error, "scrubbed": scrubbed})
         if len(self._queue) >= self._max_batch:
             self._full.set()
         if self._sender is None:

@@ -61,7 +61,7 @@ async def test_outcome_reported_after_response_without_blocking(gw, cp):
     await settle(gw)
     [outcome] = reported(cp)
     assert outcome == {"decision_id": "dc_1", "status": 200, "request_bytes": 5, "response_bytes": 42,
-                       "error": ""}
+                       "error": "", "scrubbed": 0}
 
 
 async def test_upstream_error_reports_outcome_with_error(gw, cp):

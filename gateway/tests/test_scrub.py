@@ -180,6 +180,7 @@ async def test_outcome_counts_upstream_bytes_and_logs_never_the_value(gw, cp, ca
     [outcome] = reported(cp)
     assert outcome["response_bytes"] == len(body) and outcome["error"] == ""
     assert flow.metadata["roster_scrubbed"] == 3
+    assert outcome["scrubbed"] == 3, "the control plane audits the count as a tripwire"
     assert "scrubbed 3" in caplog.text and REAL not in caplog.text
     assert "roster_scrubber" not in flow.metadata, "real values are dropped with the response"
     assert REAL not in repr(Scrubber([(SENTINEL, REAL)]))
@@ -246,6 +247,7 @@ async def test_upstream_errors_never_quote_the_secret_to_the_box(gw, cp, message
     await settle(gw)
     [outcome] = reported(cp)
     assert REAL not in outcome["error"] and outcome["status"] == 502
+    assert outcome["scrubbed"] == (1 if REAL in message else 0)
 
 
 async def test_upstream_error_without_injection_is_left_alone(gw, cp):
@@ -253,3 +255,17 @@ async def test_upstream_error_without_injection_is_left_alone(gw, cp):
     flow.error = flow_error(f"unexpected server response: b'{REAL}'")
     gw.error(flow)
     assert flow.error.msg.endswith(f"b'{REAL}'")
+
+
+@pytest.mark.parametrize(("decision", "content", "headers", "expected"), [
+    (None, b"nothing echoed here", {}, 0),
+    (allow(), f"the box's own {REAL}".encode(), {}, 0),  # no secret handed out: nothing to scrub
+    (None, b"\x00garbage", {"content-encoding": "x-unknown"}, 0),  # withheld: nothing reached the box
+])
+async def test_outcome_reports_zero_scrubbed_when_nothing_was_echoed(gw, cp, decision, content, headers,
+                                                                     expected):
+    flow = await allowed_flow(gw, cp, decision)
+    respond(gw, flow, content=content, headers=headers)
+    await settle(gw)
+    [outcome] = reported(cp)
+    assert outcome["scrubbed"] == expected and isinstance(outcome["scrubbed"], int)

@@ -11,7 +11,7 @@ from controlplane.audit.models import AuditRecord, ModelTrace
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run
 from controlplane.ledger.models import SpendLine
-from tests.api.fixtures import decide_body
+from tests.api.fixtures import SECRET_VALUE, decide_body
 
 pytestmark = pytest.mark.django_db
 OUTCOME, TRACE = "/api/gateway/outcome", "/api/gateway/trace"
@@ -138,6 +138,78 @@ def test_outcome_bad_bodies(gateway, change):
     body = _outcome("dc_x")
     body.update(change)
     assert gateway.post(OUTCOME, body).status_code == 422
+
+
+def _injecting_allow(gateway, token, secret, make_grant) -> str:
+    make_grant(secret=secret, inject_header="authorization", inject_format="Bearer {secret}")
+    answer = gateway.decide(decide_body(token))
+    assert answer["verdict"] == "allow" and answer["inject"]
+    return answer["decision_id"]
+
+
+def _tripwires(run):
+    return list(AuditRecord.objects.filter(kind="tripwire", run_id_ref=run.pk))
+
+
+def test_scrubbed_echo_is_audited_as_a_tripwire_naming_the_secret(gateway, live_run, secret, make_grant):
+    run, token = live_run
+    decision_id = _injecting_allow(gateway, token, secret, make_grant)
+    response = gateway.post(OUTCOME, _outcome(decision_id, scrubbed=3))
+    assert response.status_code == 200 and response.json() == {"ok": True}
+    [record] = _tripwires(run)
+    assert SpendLine.objects.filter(decision_id=decision_id, kind="settle").exists()
+    for expected in (f'"decision_id":"{decision_id}"', '"grant":"openai-chat"', '"secret":"openai"',
+                     '"scrubbed":3', "upstream echoed the injected secret openai; 3 occurrences scrubbed "
+                     "before the box"):
+        assert expected in record.body, expected
+    assert record.worker_name == run.worker.name
+    assert SECRET_VALUE not in record.body and secret.sentinel not in record.body
+
+
+@pytest.mark.parametrize("scrubbed", [None, 0])
+def test_outcome_without_scrubbed_echoes_writes_no_tripwire(gateway, live_run, secret, make_grant, scrubbed):
+    run, token = live_run
+    decision_id = _injecting_allow(gateway, token, secret, make_grant)
+    body = _outcome(decision_id) if scrubbed is None else _outcome(decision_id, scrubbed=scrubbed)
+    assert gateway.post(OUTCOME, body).status_code == 200
+    assert SpendLine.objects.filter(decision_id=decision_id, kind="settle").exists()
+    assert _tripwires(run) == []
+
+
+def test_outcome_batch_audits_each_scrubbed_echo(gateway, live_run, secret, make_grant):
+    run, token = live_run
+    first = _injecting_allow(gateway, token, secret, make_grant)
+    second = gateway.decide(decide_body(token))["decision_id"]
+    body = {"outcomes": [_outcome(first, scrubbed=1), _outcome(second), _outcome("dc_nope", scrubbed=5)]}
+    assert gateway.post(OUTCOMES, body).json() == {"results": ["ok", "ok", "unknown"]}
+    [record] = _tripwires(run)
+    assert f'"decision_id":"{first}"' in record.body and '"scrubbed":1' in record.body
+    assert "1 occurrence scrubbed before the box" in record.body
+    # Already settled: refused, and no second tripwire.
+    again = {"outcomes": [_outcome(first, scrubbed=1)]}
+    assert gateway.post(OUTCOMES, again).json() == {"results": ["already_settled"]}
+    assert len(_tripwires(run)) == 1
+
+
+BAD_SCRUBBED = [-1, 2**53 + 1, 10**30, 1.0, 2.5, "1", True, None, [1]]
+
+
+@pytest.mark.parametrize("scrubbed", BAD_SCRUBBED)
+def test_bad_scrubbed_counts_are_refused_and_settle_nothing(gateway, live_run, secret, make_grant, scrubbed):
+    run, token = live_run
+    decision_id = _injecting_allow(gateway, token, secret, make_grant)
+    assert gateway.post(OUTCOME, _outcome(decision_id, scrubbed=scrubbed)).status_code == 422
+    batch = {"outcomes": [_outcome(decision_id), _outcome(decision_id, scrubbed=scrubbed)]}
+    assert gateway.post(OUTCOMES, batch).status_code == 422
+    assert not SpendLine.objects.filter(kind="settle").exists()
+    assert _tripwires(run) == []
+
+
+def test_largest_scrubbed_count_is_accepted(gateway, live_run, secret, make_grant):
+    run, token = live_run
+    decision_id = _injecting_allow(gateway, token, secret, make_grant)
+    assert gateway.post(OUTCOME, _outcome(decision_id, scrubbed=2**53)).status_code == 200
+    assert f'"scrubbed":{2**53}' in _tripwires(run)[0].body
 
 
 def test_trace_is_stored_byte_exactly_and_audited(gateway, live_run, make_grant):

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from controlplane.approvals.models import Approval
 from controlplane.approvals.services import approval_decide
+from controlplane.audit.models import AuditRecord
 from controlplane.core.roles import APPROVERS
 from controlplane.core.taint import DataClass
 from controlplane.fleet.services import run_raise_taint
@@ -97,8 +98,11 @@ def _allowed(gateway, token, make_grant, **grant_fields):
     return gateway.decide(contract.load("decide_allow_trace", **{contract.TOKEN: token})["request"])
 
 
-@pytest.mark.parametrize("name", ["outcome", "outcomes", "outcome_unknown", "outcome_settled", "trace",
-                                  "abandon", "health", "unknown_field"])
+OTHER_FIXTURES = ["outcome", "outcomes", "outcome_unknown", "outcome_settled", "trace", "abandon", "health",
+                  "unknown_field"]
+
+
+@pytest.mark.parametrize("name", OTHER_FIXTURES)
 def test_other_fixtures(name, gateway, token, make_grant):
     substitutions = {contract.TOKEN: token}
     if name in ("outcome", "outcomes", "outcome_settled", "trace"):
@@ -115,6 +119,27 @@ def test_other_fixtures(name, gateway, token, make_grant):
     assert response.status_code == fixture["status_code"], response.content
     if fixture["response"] is not None:
         assert contract.mismatches(fixture["response"], response.json(), frozenset(fixture["variable"])) == []
+
+
+def test_outcome_scrubbed_fixture_settles_and_audits_a_tripwire(gateway, live_run, secret, make_grant):
+    run, token = live_run
+    _openai(make_grant, secret)
+    allow = gateway.decide(contract.load("decide_allow", **{contract.TOKEN: token,
+                                                            contract.SENTINEL: secret.sentinel})["request"])
+    fixture = contract.load("outcome_scrubbed", **{contract.DECISION_ID: allow["decision_id"]})
+    assert fixture["request"]["scrubbed"] > 0
+    response = gateway.post(fixture["endpoint"].split(" ", 1)[1], fixture["request"])
+    assert response.status_code == fixture["status_code"]
+    assert contract.mismatches(fixture["response"], response.json(), frozenset(fixture["variable"])) == []
+    [record] = AuditRecord.objects.filter(kind="tripwire", run_id_ref=run.pk)
+    assert f'"secret":"{secret.name}"' in record.body
+    assert f'"scrubbed":{fixture["request"]["scrubbed"]}' in record.body
+    assert "real-openai-key" not in record.body
+
+
+def test_every_fixture_is_exercised():
+    exercised = set(SCENARIOS) | set(contract.names("wait_")) | set(OTHER_FIXTURES) | {"outcome_scrubbed"}
+    assert set(contract.names()) == exercised
 
 
 def test_fixture_files_are_well_formed():

@@ -1,16 +1,20 @@
 """Response scrubbing end to end: an upstream that echoes the request's headers back (in its body, also
 base64 and percent-encoded, and in a response header) received the real secret, yet the box gets the
-sentinel and never the real value, anywhere in the response bytes."""
+sentinel and never the real value, anywhere in the response bytes; the control plane audits the echo
+as a tripwire naming the secret (never its value)."""
 
 from __future__ import annotations
 
 import base64
 import gzip
 import socket
+import time
 from urllib.parse import quote
 
 import pytest
 
+from controlplane.audit.models import AuditRecord
+from controlplane.fleet.models import RunDecision
 from tests.integration.gateway.conftest import SECRET_VALUE, box_client, deny_body, grant
 
 pytestmark = pytest.mark.integration
@@ -36,7 +40,17 @@ def raw_exchange(gateway, token: str, url: str, headers: dict[str, str]) -> byte
     return b"".join(chunks)
 
 
-def test_injected_secret_echoed_in_body_and_header_reaches_the_box_as_its_sentinel(stack, token, secret):
+def _tripwires_once_settled(run, timeout: float = 10.0) -> list[AuditRecord]:
+    """The gateway reports outcomes in the background: wait until this run's outcome has settled."""
+    deadline = time.monotonic() + timeout
+    while not RunDecision.objects.filter(run=run, outcome_at__isnull=False).exists():
+        assert time.monotonic() < deadline, "the outcome was never settled"
+        time.sleep(0.05)
+    return list(AuditRecord.objects.filter(kind="tripwire", run_id_ref=run.pk))
+
+
+def test_injected_secret_echoed_in_body_and_header_reaches_the_box_as_its_sentinel(stack, run_token, secret):
+    run, token = run_token
     grant("echo-injected", stack.http, secret=secret, inject_header="authorization",
           inject_format="Bearer {secret}")
     response = raw_exchange(stack.gateway, token, stack.http.url("/echo"), {})
@@ -48,6 +62,11 @@ def test_injected_secret_echoed_in_body_and_header_reaches_the_box_as_its_sentin
     for form in _forms(f"Bearer {secret.sentinel}"):
         assert form in response
     assert SECRET_VALUE not in stack.gateway.log_text()
+    [tripwire] = _tripwires_once_settled(run)
+    assert '"grant":"echo-injected"' in tripwire.body and f'"secret":"{secret.name}"' in tripwire.body
+    assert f"upstream echoed the injected secret {secret.name};" in tripwire.body
+    assert '"scrubbed":0' not in tripwire.body and "occurrences scrubbed before the box" in tripwire.body
+    assert SECRET_VALUE not in tripwire.body and SECRET_VALUE not in str(AuditRecord.objects.values_list())
 
 
 def test_basic_pair_the_gateway_built_is_scrubbed_back(stack, token, secret):
@@ -85,11 +104,13 @@ def test_unknown_encoding_is_withheld(stack, token, secret):
     assert SECRET_VALUE not in response.text and SECRET_VALUE not in str(response.headers)
 
 
-def test_a_response_without_injection_is_untouched(stack, token):
+def test_a_response_without_injection_is_untouched(stack, run_token):
+    run, token = run_token
     grant("echo-plain", stack.http)
     response = raw_exchange(stack.gateway, token, stack.http.url("/echo"),
                             {"Authorization": f"Bearer {SECRET_VALUE}"})  # the box's own text, not ours
     assert f"Bearer {SECRET_VALUE}".encode() in response
+    assert _tripwires_once_settled(run) == []  # nothing of ours was echoed: no tripwire
 
 
 def test_a_broken_response_quoting_the_secret_never_reaches_the_box(stack, token, secret):
