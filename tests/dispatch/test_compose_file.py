@@ -1,5 +1,6 @@
-"""compose.yaml gives the dispatcher what its preflight needs and starts the gateway like
-scripts/gateway-up.sh (no compose here: the file is read as YAML and checked against those needs)."""
+"""compose.yaml gives the dispatcher what its preflight needs, runs the decision API as its own service
+like scripts/up.sh, and starts the gateway like scripts/gateway-up.sh, pointed at that decision API (no
+compose here: the file is read as YAML and checked against those needs)."""
 
 from __future__ import annotations
 
@@ -47,16 +48,71 @@ def test_host_network_services_reach_db_and_redis_on_loopback(services):
         assert all(str(p).startswith("127.0.0.1:") for p in services[name]["ports"]), name
 
 
+def _gateway_options(services) -> dict[str, str]:
+    command = [_default(c) for c in services["gateway"]["command"]]
+    return dict(c.split("=", 1) for c in command if "=" in c)
+
+
+def _loopback_port(url: str) -> str:
+    match = re.fullmatch(r"http://127\.0\.0\.1:(\d+)", url)
+    assert match, f"{url} is not a host-loopback URL"
+    return match.group(1)
+
+
+def _published(service: dict) -> dict[str, str]:
+    """container port -> host port, for ports published on host loopback only."""
+    published = {}
+    for port in service["ports"]:
+        host_ip, host_port, container_port = _default(port).split(":")
+        assert host_ip == "127.0.0.1", port
+        published[container_port] = host_port
+    return published
+
+
+def test_decision_api_is_its_own_service_like_up_sh(services):
+    api, web = services["decision-api"], services["web"]
+    for key in ("build", "environment", "secrets", "depends_on"):  # same image and environment
+        assert api[key] == web[key], key
+    assert api["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
+    command = api["command"]
+    assert command[:3] == ["python", "-m", "controlplane.decision_server"]
+    assert "controlplane.decision_server" in (procs.REPO / "scripts" / "up.sh").read_text()
+    args = dict(zip(command[3::2], command[4::2], strict=True))
+    # Bridge network: it must listen on the container's interfaces to be published at all.
+    assert "network_mode" not in api and args["--host"] == "0.0.0.0"
+    assert args["--port"] in _published(api)
+    assert f"('127.0.0.1', {args['--port']})" in " ".join(api["healthcheck"]["test"])
+
+
+def test_gateway_asks_the_decision_api_and_never_dials_web(services):
+    options = _gateway_options(services)
+    decision_port = _loopback_port(options["roster_control_plane"])
+    api_command = services["decision-api"]["command"]
+    assert _published(services["decision-api"])[api_command[api_command.index("--port") + 1]] == decision_port
+    web_port = _loopback_port(options["roster_control_plane_also"])
+    assert _published(services["web"])["8000"] == web_port != decision_port
+    # Started once the decision API listens; the web server is not what it calls.
+    assert services["gateway"]["depends_on"] == {"decision-api": {"condition": "service_healthy"}}
+
+
+def test_gateway_sets_every_option_gateway_up_sets(services):
+    script = (procs.REPO / "scripts" / "gateway-up.sh").read_text()
+    wanted = set(re.findall(r"--set ([a-z_0-9]+)=", script))
+    assert {"roster_control_plane", "roster_control_plane_also"} <= wanted
+    assert wanted <= set(_gateway_options(services))
+
+
 def test_gateway_runs_like_gateway_up(services):
     gateway = services["gateway"]
     assert gateway["network_mode"] == "host" and "ports" not in gateway
     command = [_default(c) for c in gateway["command"]]
-    options = dict(c.split("=", 1) for c in command if "=" in c)
+    options = _gateway_options(services)
     assert command[:4] == ["mitmdump", "-q", "-s", "/gateway/roster_gateway/script.py"]
     assert options["listen_host"].startswith("${ROSTER_GATEWAY_LISTEN_HOST:?")  # required, no default
     assert options["roster_service_token_file"] == "/run/secrets/gateway_token"
     assert "gateway_token" in gateway["secrets"]
-    assert options["roster_control_plane"] == "http://127.0.0.1:8000"
+    assert options["roster_control_plane"] == "http://127.0.0.1:8002"  # the decision API, not web
+    assert options["roster_control_plane_also"] == "http://127.0.0.1:8000"
     assert "127.0.0.1:8000:8000" in services["web"]["ports"]
     worker_env = {k: _default(v) for k, v in services["celery-worker"]["environment"].items()}
     assert worker_env["ROSTER_GATEWAY_HEALTH_URL"].endswith(f":{options['roster_health_port']}/healthz")
