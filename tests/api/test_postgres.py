@@ -12,7 +12,6 @@ from tests.support import postgres, procs
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
-@pytest.mark.skipif(not postgres.available(), reason="PostgreSQL binaries are not installed")
 def test_decision_api_on_postgresql():
     files = ["tests/api/test_decide.py", "tests/api/test_policy_cache.py", "tests/api/test_approval_flow.py",
              "tests/api/test_outcome_trace.py"]

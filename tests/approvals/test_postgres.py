@@ -11,7 +11,6 @@ from tests.support import postgres, procs
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 
-@pytest.mark.skipif(not postgres.available(), reason="PostgreSQL binaries are not installed")
 def test_concurrent_consumers_on_postgresql():
     with postgres.postgres_cluster() as url:
         proc = subprocess.run(
