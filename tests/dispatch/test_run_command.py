@@ -93,3 +93,15 @@ def test_cancel_a_queued_run_revokes_its_token(worker, monkeypatch):
     assert run_resolve_token(token) is None
     with pytest.raises(CommandError, match="already ended"):
         _cli("cancel", str(run.pk))
+
+
+def test_logs_never_send_the_boxs_terminal_escapes_to_the_operators_terminal(worker):
+    """Box output is hostile: ESC/OSC sequences (retitle, clipboard write via OSC 52, cursor tricks that hide
+    lines), BEL, backspaces and C1 controls are shown escaped; newlines and tabs stay as they are."""
+    run, _ = run_create(worker, command=["sh"])
+    hostile = "ok\n\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2K\x1b[1Ahidden\rover\x08\x9b31m\ttab\n"
+    run_set_status(run.pk, Run.Status.SUCCEEDED, "", output=hostile, exit_code=0)
+    out, _ = _cli("logs", str(run.pk))
+    assert not any(ch in out for ch in "\x1b\x07\x08\r\x9b")
+    assert out == "ok\n\\x1b]52;c;ZWNobyBwd25lZA==\\x07\\x1b[2K\\x1b[1Ahidden\\x0dover\\x08\\x9b31m\ttab\n"
+    assert Run.objects.get(pk=run.pk).output == hostile  # the record itself keeps every byte

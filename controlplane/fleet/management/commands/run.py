@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 from django.conf import settings
@@ -34,6 +35,14 @@ def _run(run_id: int) -> Run:
         return run_get(run_id)
     except Run.DoesNotExist as exc:
         raise CommandError(f"no run {run_id}") from exc
+
+
+# C0 controls but newline and tab, DEL and C1: what a terminal would act on (a box's output is hostile).
+_TERMINAL_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _inert(text: str) -> str:
+    return _TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _line(run: Run) -> str:
@@ -122,7 +131,7 @@ class Command(BaseCommand):
 
     def do_logs(self, *, id, **_):
         run = _run(id)
-        self.stdout.write(run.output, ending="")
+        self.stdout.write(_inert(run.output), ending="")
         if run.output_truncated:
             self.stderr.write(f"[output truncated at {settings.ROSTER_RUN_MAX_OUTPUT_BYTES} bytes]")
 
