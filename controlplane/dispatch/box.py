@@ -126,7 +126,8 @@ class OutputCollector(threading.Thread):
                 self._stream.close()
 
     def text(self) -> str:
-        return b"".join(self.chunks).decode("utf-8", errors="replace")
+        # NUL too: PostgreSQL text refuses it, and a failed final save would lose the output and exit status.
+        return b"".join(self.chunks).decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
 @dataclass(frozen=True)
