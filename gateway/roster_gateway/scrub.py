@@ -162,6 +162,10 @@ class Scrubber:
         if self._pattern is None:
             return 0
         total = 0
+        te = [v.strip().lower() for v in response.headers.get_all("transfer-encoding")]
+        if any(v != "chunked" for v in te):
+            # mitmproxy forwards a gzip/deflate transfer-coded body still compressed; it cannot be checked.
+            raise Unscrubbable("transfer-coded body")
         if response.raw_content:
             try:
                 body = response.get_content(strict=True)

@@ -159,6 +159,25 @@ async def test_unknown_encoding_is_withheld_with_a_502(gw, cp):
     assert outcome["status"] == 200 and "withheld" in outcome["error"]
 
 
+@pytest.mark.parametrize("transfer_encoding", ["gzip, chunked", "gzip,chunked", "deflate,chunked", "gzip"])
+async def test_transfer_coded_body_is_withheld_not_passed_compressed(gw, cp, transfer_encoding):
+    # mitmproxy accepts a response whose Transfer-Encoding compresses the body (gzip,chunked, or gzip to
+    # EOF) and forwards the compressed bytes untouched: a scrub of raw_content sees only gzip, and the box
+    # gunzips the echoed secret itself. Anything but plain "chunked" is withheld.
+    flow = await allowed_flow(gw, cp)
+    raw = gzip.compress(f"you sent Bearer {REAL}".encode())
+    response = respond(gw, flow, content=raw, headers={"Transfer-Encoding": transfer_encoding})
+    assert response.status_code == 502
+    assert json.loads(response.content)["reason"] == "policy_error"
+    assert raw not in whole(response)
+
+
+async def test_plain_chunked_response_is_still_scrubbed(gw, cp):
+    flow = await allowed_flow(gw, cp)
+    response = respond(gw, flow, content=f"key={REAL}".encode(), headers={"Transfer-Encoding": "chunked"})
+    assert response.status_code == 200 and response.content == f"key={SENTINEL}".encode()
+
+
 async def test_unknown_encoding_without_injection_passes(gw, cp):
     flow = await allowed_flow(gw, cp, allow())
     response = respond(gw, flow, content=b"opaque", headers={"Content-Encoding": "x-roster-unknown"})

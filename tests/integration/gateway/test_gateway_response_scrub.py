@@ -104,6 +104,16 @@ def test_unknown_encoding_is_withheld(stack, token, secret):
     assert SECRET_VALUE not in response.text and SECRET_VALUE not in str(response.headers)
 
 
+def test_transfer_coded_gzip_echo_is_withheld(stack, token, secret):
+    # Transfer-Encoding: gzip, chunked passes through mitmproxy still compressed; the box could gunzip it.
+    grant("echo-te-gzip", stack.http, secret=secret, inject_header="authorization")
+    response = raw_exchange(stack.gateway, token, stack.http.url("/echo-te-gzip"), {})
+    assert stack.http.requests[0]["headers"]["authorization"] == SECRET_VALUE
+    assert response.startswith(b"HTTP/1.1 502"), response[:200]
+    assert b"echoed secret" in response and b"\x1f\x8b" not in response
+    assert SECRET_VALUE.encode() not in response
+
+
 def test_a_response_without_injection_is_untouched(stack, run_token):
     run, token = run_token
     grant("echo-plain", stack.http)

@@ -107,7 +107,8 @@ def _handler(upstream: Upstream):
         def _echo(self):
             """httpbin-style: the request's headers back in the body (also base64 and percent-encoded)
             and the Authorization header quoted in a response header. /echo-gzip gzips the body,
-            /echo-unknown labels it with an unknown content-encoding, /echo-broken breaks off mid-head."""
+            /echo-unknown labels it with an unknown content-encoding, /echo-te-gzip gzips it
+            as a transfer-coding, /echo-broken breaks off mid-head."""
             headers = {k: v for k, v in self.headers.items()}
             auth = self.headers.get("authorization", "")
             if self.path.startswith("/echo-broken"):
@@ -119,6 +120,14 @@ def _handler(upstream: Upstream):
                 return
             payload = json.dumps({"headers": headers, "b64": base64.b64encode(auth.encode()).decode(),
                                   "quoted": quote(auth, safe="")}).encode()
+            if self.path.startswith("/echo-te-gzip"):
+                # Compressed by a transfer-coding, not a content-coding: no Content-Encoding to decode.
+                body = gzip.compress(payload)
+                self.send_response(200)
+                self.send_header("transfer-encoding", "gzip, chunked")
+                self.end_headers()
+                self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+                return
             encoding = None
             if self.path.startswith("/echo-gzip"):
                 payload, encoding = gzip.compress(payload), "gzip"
