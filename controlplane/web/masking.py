@@ -5,6 +5,7 @@ in the headers, URL or body preview. The box is hostile, so everything here is s
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 
 from controlplane.vault.models import Secret
@@ -17,6 +18,19 @@ _SENSITIVE_NAME = re.compile(
 )
 
 
+# Characters that change how text reads without showing themselves (bidi overrides and isolates,
+# zero-width marks, controls, line separators): a box could make an approver read something else.
+_HIDDEN_CATEGORIES = {"Cc", "Cf", "Zl", "Zp"}
+_SHOWN_CONTROLS = "\n\r\t"
+
+
+def visible(text: str) -> str:
+    """Every invisible or reordering character as a \\uXXXX escape, so what is shown is what is sent."""
+    return "".join(
+        f"\\u{ord(ch):04x}" if unicodedata.category(ch) in _HIDDEN_CATEGORIES and ch not in _SHOWN_CONTROLS
+        else ch for ch in text)
+
+
 def known_sentinels() -> dict[str, str]:
     """sentinel value -> secret name (the name helps the approver; the sentinel itself is hidden)."""
     return dict(Secret.objects.values_list("sentinel", "name"))
@@ -26,7 +40,7 @@ def mask_text(text: str, sentinels: Mapping[str, str]) -> str:
     for sentinel, name in sentinels.items():
         if sentinel and sentinel in text:
             text = text.replace(sentinel, f"[sentinel of {name}]")
-    return text
+    return visible(text)
 
 
 def _pairs(headers) -> Iterable[tuple[str, str]]:
@@ -46,7 +60,7 @@ def mask_headers(headers, sentinels: Mapping[str, str]) -> list[tuple[str, str]]
             hint = mask_text(value, sentinels)
             # Keep only the sentinel's name if one was there; never any part of the value.
             named = re.findall(r"\[sentinel of [^\]]+\]", hint)
-            out.append((name, f"{MASK} {' '.join(named)}".strip()))
+            out.append((visible(name), f"{MASK} {' '.join(named)}".strip()))
         else:
-            out.append((name, mask_text(value, sentinels)))
+            out.append((visible(name), mask_text(value, sentinels)))
     return out

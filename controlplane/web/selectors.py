@@ -14,7 +14,7 @@ from controlplane.audit.models import AuditRecord, ModelTrace
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run, Worker
 from controlplane.ledger.models import SpendLine
-from controlplane.web.masking import known_sentinels, mask_headers, mask_text
+from controlplane.web.masking import known_sentinels, mask_headers, mask_text, visible
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def _card(approval: Approval, sentinels: dict[str, str], now: datetime) -> Appro
         status=approval.status,
         worker=run.worker.name,
         run_id=run.pk,
-        method=str(req.get("method", "")),
+        method=visible(str(req.get("method", ""))),
         url=mask_text(str(req.get("url", "")), sentinels),
         headers=mask_headers(req.get("headers") or [], sentinels),
         body_preview=mask_text(str(req.get("body_preview", "")), sentinels),

@@ -186,3 +186,16 @@ def test_fragment_is_the_list_alone(approver, approval):
     assert response.status_code == 200
     assert "<html" not in html and f'id="approval-{approval.pk}"' in html
     assert "&lt;script&gt;" in html
+
+
+def test_invisible_and_bidi_characters_cannot_disguise_what_is_approved(approver, run):
+    """A box can put a right-to-left override or zero-width characters in the URL, headers or body so the
+    approver reads something other than what is sent (`…/pay?to=\u202eexe.live` shows as `…evil.exe`).
+    The queue shows every such character as a visible \\uXXXX escape instead."""
+    tricks = "\u202e\u2066\u200b\u200f\ufeff\x1b"
+    open_approval(run, url=f"https://api.example.com/pay?to={tricks}moc.live",
+                  headers=[["x-note", f"a{tricks}b"]], body=f'{{"to": "{tricks}"}}')
+    html = _login(approver).get(QUEUE).content.decode()
+    assert not any(ch in html for ch in tricks)
+    assert "pay?to=\\u202e\\u2066\\u200b\\u200f\\ufeff\\u001bmoc.live" in html
+    assert "a\\u202e\\u2066\\u200b\\u200f\\ufeff\\u001bb" in html
