@@ -212,7 +212,7 @@ async def test_trace_stores_the_exact_body_before_forwarding(gw, cp):
     import base64
 
     cp.decide = allow(trace=True)
-    body = b'{"messages": [1, 2]}\x00\xff'
+    body = b'\x00\xff{"messages": [1, 2]}'  # not JSON-shaped: a '{'-led body must parse as JSON (mcp.py)
     flow = await run_request(gw, make_flow(method="POST", content=body,
                                            headers=[("content-type", "application/octet-stream")]))
     assert flow.response is None

@@ -44,6 +44,15 @@ MALFORMED = [
     ("NaN constant", JSON, b'{"jsonrpc":"2.0","method":"tools/list","id":NaN}'),
     ("not utf-8", JSON, b'{"jsonrpc":"2.0","method":"\xff"}'),
     ("non-string method", JSON, b'{"jsonrpc":"2.0","method":5}'),
+    # A tool call hidden from the gateway but read by a lenient server (JS JSON.parse, iconv BOM strip,
+    # the MCP SDK's includes("application/json")): must be refused, not treated as an ordinary body.
+    ("bom behind a non-json media type", "text/plain; x=application/json",
+     '\ufeff{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}'.encode()),
+    ("bom, unlabelled", "text/plain",
+     '\ufeff{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}'.encode()),
+    ("escaped jsonrpc key and nesting too deep for python", "text/plain",
+     b'{"\\u006asonrpc":"2.0","method":"tools/call","params":{"name":"x","a":' + b"[" * 5000 + b"]" * 5000
+     + b"}}"),
 ]
 
 
