@@ -180,7 +180,9 @@ ROSTER_WEB_OUTPUT_PREVIEW_CHARS = _env_int("ROSTER_WEB_OUTPUT_PREVIEW_CHARS", 16
 # --- Dispatch (engineer E): boxes, preflight and reaping ---
 # Labels and container names carry this, so a reaper only ever touches its own boxes.
 ROSTER_BOX_NAMESPACE = os.environ.get("ROSTER_BOX_NAMESPACE", "roster")
-ROSTER_BOX_UID = _env_int("ROSTER_BOX_UID", 10001)
+# Not 10001 (the control plane image's user, owner of the vault key) nor 10002 (the gateway's): a box
+# process that ever sees host files must own none of the trusted side's.
+ROSTER_BOX_UID = _env_int("ROSTER_BOX_UID", 10100)
 # Per-worker code (mounted read-only at /code) lives in ROSTER_BOX_CODE_DIR/<worker>; per-run config and CAs
 # under ROSTER_BOX_RUNS_DIR/<namespace>-<run id>, removed when the run ends.
 ROSTER_BOX_CODE_DIR = Path(os.environ.get("ROSTER_BOX_CODE_DIR", VAR_DIR / "workers"))

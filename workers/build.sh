@@ -19,5 +19,5 @@ if [ -z "$base" ]; then
   fi
 fi
 # Quiet unless it fails (the legacy builder prints a deprecation banner on every call).
-if ! out=$(docker build -q --build-arg BASE="$base" -t "$tag" . 2>&1); then echo "$out"; exit 1; fi
+if ! out=$(docker build -q --build-arg BASE="$base" --build-arg BOX_UID="${ROSTER_BOX_UID:-10100}" -t "$tag" . 2>&1); then echo "$out"; exit 1; fi
 echo "box image $tag built from $base ($(docker image inspect -f '{{.Id}}' "$tag"))"

@@ -3,6 +3,7 @@ with a reason a person can act on; nothing starts (seed 000: refuse rather than 
 
 from __future__ import annotations
 
+import os
 import socket
 from dataclasses import dataclass
 
@@ -86,8 +87,24 @@ def ca_check() -> None:
         raise PreflightRefused(f"gateway CA file {path} is not a lone public certificate")
 
 
+def uid_check() -> None:
+    """The box's uid must be nobody on the trusted side: not the vault key's owner, not root, not us."""
+    uid = settings.ROSTER_BOX_UID
+    try:
+        key_owner = settings.ROSTER_VAULT_KEY_FILE.stat().st_uid
+    except OSError:
+        key_owner = None  # this process has no vault key to protect
+    if uid == key_owner:
+        raise PreflightRefused(f"box user {uid} owns the vault key {settings.ROSTER_VAULT_KEY_FILE}; "
+                               "set ROSTER_BOX_UID to a uid nothing on the host runs as")
+    if uid in (0, os.getuid()):
+        raise PreflightRefused(f"box user {uid} is root or the dispatcher's own user; set ROSTER_BOX_UID "
+                               "to a uid nothing on the host runs as")
+
+
 def preflight(client: docker.DockerClient) -> tuple[BoxNetwork, str]:
     """The locked network and the box image id, or PreflightRefused saying why not."""
+    uid_check()
     network = network_check(client, settings.ROSTER_BOX_NETWORK)
     problem = firewall_problem(network.bridge, network.gateway_ip, settings.ROSTER_GATEWAY_PORT)
     if problem:
