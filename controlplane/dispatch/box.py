@@ -14,7 +14,7 @@ import docker
 import requests
 from django.conf import settings
 from django.utils import timezone
-from docker.types import LogConfig, Mount
+from docker.types import LogConfig, Mount, Ulimit
 
 from controlplane.dispatch.engine import box_labels, box_name
 from controlplane.dispatch.preflight import BoxNetwork
@@ -88,6 +88,8 @@ def box_create_kwargs(run: Run, *, image_id: str, network: BoxNetwork, token: st
         "memswap_limit": settings.ROSTER_BOX_MEMORY,
         "nano_cpus": settings.ROSTER_BOX_NANO_CPUS,
         "pids_limit": settings.ROSTER_BOX_PIDS_LIMIT,
+        # Hard 0: the box cannot raise it, so no crash hands box memory to the host's core handler.
+        "ulimits": [Ulimit(name="core", soft=0, hard=0)],
         "init": True,
         "ipc_mode": "private",
         "log_config": LogConfig(type="json-file", config={"max-size": f"{log_kib}k", "max-file": "1"}),

@@ -58,6 +58,7 @@ def test_locked_down_container(worker, gateway_ca, settings):
     assert spec["mem_limit"] and spec["memswap_limit"] == spec["mem_limit"]
     assert spec["nano_cpus"] > 0 and spec["pids_limit"] > 0
     assert spec["read_only"] is True
+    assert [(u["Name"], u["Soft"], u["Hard"]) for u in spec["ulimits"]] == [("core", 0, 0)]
     assert spec["command"] == ["sleep", "1"]
     assert spec["name"].endswith(f"-run-{run.pk}")
 

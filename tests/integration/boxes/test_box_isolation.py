@@ -103,7 +103,9 @@ def test_box_is_locked_and_the_gateway_is_the_only_exit(stack, docker_client, ot
     assert probe["other_box"].startswith("blocked")
 
     # Privileges and mounts.
-    assert probe["uid"] != 0
+    assert probe["uid"] == settings.ROSTER_BOX_UID != 0
+    # No core dumps, whatever the box sets: a crash would hand box memory to the host's core handler.
+    assert probe["core_limit"] == [0, 0]
     assert probe["write_code"].startswith("refused") and probe["write_config"].startswith("refused")
     assert probe["write_rootfs"].startswith("refused") and probe["write_resolv"].startswith("refused")
     assert probe["write_workspace"] == "written"
