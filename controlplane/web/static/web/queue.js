@@ -22,7 +22,10 @@
     const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + queue.dataset.wsPath);
     ws.onopen = function () { setState("open", "on"); refresh(); };
     ws.onmessage = refresh;
-    ws.onclose = function () { setState("closed", "reconnecting…"); setTimeout(connect, 2000); };
+    ws.onclose = function (event) {
+      if (event.code === 4403) { location.reload(); return; }  // no longer allowed: signed out or role gone
+      setState("closed", "reconnecting…"); setTimeout(connect, 2000);
+    };
   }
   function tick() {
     const now = Date.now() / 1000;
