@@ -107,6 +107,16 @@ def check_authority(request: http.Request, *, connect_target: tuple[str, int] | 
     if h_host != host or (h_port or default_port(request.scheme)) != port:
         return Refusal("authority_mismatch", 403,
                        "the request URL and the Host header name different destinations")
+    if request.authority:
+        # An absolute-form request line is forwarded as sent inside a tunnel (mitmproxy rewrites only
+        # host/port), and servers route by its authority, ignoring Host (RFC 9112 3.2.2).
+        parsed = _split_authority(request.authority)
+        if parsed is None:
+            return _malformed("request target authority is not valid")
+        a_host, a_port = parsed
+        if a_host != host or (a_port or default_port(request.scheme)) != port:
+            return Refusal("authority_mismatch", 403,
+                           "the request line names a different destination than the one judged")
     if connect_target is not None:
         c_host, c_port = connect_target
         if normalise_host(c_host) != host or c_port != port:

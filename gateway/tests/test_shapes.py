@@ -85,6 +85,25 @@ async def test_request_inside_a_connect_must_match_its_target(gw, cp):
     assert json.loads(flow.response.content)["reason"] == "authority_mismatch"
 
 
+async def test_absolute_form_inside_a_connect_must_name_its_target(gw, cp):
+    # mitmproxy sets host/port from the tunnel but forwards the request line's authority as sent.
+    from roster_gateway.addon import ConnState
+
+    flow = make_flow(scheme="https", port=443, host=PUBLIC_IP, host_header=PUBLIC_IP, sni=None)
+    flow.request.authority = "evil.example"
+    state = gw.conns[flow.client_conn.id] = ConnState()
+    state.connect_target, state.token = (PUBLIC_IP, 443), "rt_good"
+    await gw.request(flow)
+    assert flow.response.status_code == 403
+    assert json.loads(flow.response.content)["reason"] == "authority_mismatch"
+    assert cp.bodies("/decide") == []
+    same = make_flow(scheme="https", port=443, host=PUBLIC_IP, host_header=PUBLIC_IP, sni=None)
+    same.request.authority = f"{PUBLIC_IP}:443"
+    gw.conns[same.client_conn.id] = state
+    await gw.request(same)
+    assert same.response is None
+
+
 async def test_mcp_calls_reach_the_decision(gw, cp):
     body = b'[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search"}}]'
     flow = make_flow(method="POST", content=body, headers=[("content-type", "application/json")])

@@ -95,7 +95,8 @@ def test_protocol_upgrade_other_than_websocket_is_refused(stack, token):
     assert stack.http.requests == []
 
 
-def _tls_inside_connect(stack, token, target: str, sni: str, host_header: str) -> tuple[int, bytes]:
+def _tls_inside_connect(stack, token, target: str, sni: str, host_header: str,
+                        request_target: str = "/inner") -> tuple[int, bytes]:
     sock = socket.create_connection(("127.0.0.1", stack.gateway.port), timeout=10)
     sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nProxy-Authorization: {_auth(token)}\r\n\r\n"
                  .encode())
@@ -104,7 +105,7 @@ def _tls_inside_connect(stack, token, target: str, sni: str, host_header: str) -
     context = ssl.create_default_context(cafile=str(stack.gateway.ca_cert_path))
     context.check_hostname = False
     with context.wrap_socket(sock, server_hostname=sni) as tls:
-        tls.sendall(f"GET /inner HTTP/1.1\r\nHost: {host_header}\r\n\r\n".encode())
+        tls.sendall(f"GET {request_target} HTTP/1.1\r\nHost: {host_header}\r\n\r\n".encode())
         return _read_response(tls)
 
 
@@ -118,6 +119,21 @@ def test_host_inside_a_tunnel_must_match_the_connect_target(stack, token):
     status, body = _tls_inside_connect(stack, token, target, "evil.example", target)
     assert status == 403 and _reason(body) == "authority_mismatch"
     assert [r["path"] for r in stack.https.requests] == ["/inner"]
+
+
+def test_absolute_form_inside_a_tunnel_naming_another_host_is_refused(stack, token, secret):
+    # Inside a CONNECT mitmproxy keeps an absolute-form request line as sent and forwards it; a server
+    # (nginx, a CDN) routes by that authority and ignores Host (RFC 9112 3.2.2), so the injected secret
+    # would reach another virtual host at the granted address.
+    grant("tls-secret", stack.https, host="localhost", secret=secret, inject_header="x-api-key")
+    target = f"localhost:{stack.https.port}"
+    status, body = _tls_inside_connect(stack, token, target, "localhost", target,
+                                       request_target=f"https://evil.example:{stack.https.port}/inner")
+    assert status == 403 and _reason(body) == "authority_mismatch"
+    assert stack.https.requests == []
+    ok_status, _ = _tls_inside_connect(stack, token, target, "localhost", target,
+                                       request_target=f"https://{target}/same")
+    assert ok_status == 200 and len(stack.https.requests) == 1
 
 
 def test_raw_tcp_inside_a_connect_is_refused_and_nothing_is_dialled(stack, token):
