@@ -14,9 +14,22 @@
     const html = await resp.text();
     if (mine !== latest) return;
     queue.innerHTML = html;
+    settle();
     const count = queue.querySelector("#pending-count");
     document.getElementById("queue-announce").textContent = count ? count.dataset.count + " pending" : "";
     tick();
+  }
+  // A box decides when its requests come and go, so it can slide another card's button under a cursor
+  // about to click. After the list changes, its buttons ignore clicks for a moment.
+  const SETTLE_MS = 1000;
+  function settle() {
+    const buttons = queue.querySelectorAll(".decide button");
+    buttons.forEach(function (b) { b.disabled = true; });
+    setTimeout(function () {
+      buttons.forEach(function (b) {
+        if (!b.closest("article").querySelector("time[data-done]")) b.disabled = false;  // expired stay off
+      });
+    }, SETTLE_MS);
   }
   function connect() {
     const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + queue.dataset.wsPath);
