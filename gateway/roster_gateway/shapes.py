@@ -11,6 +11,7 @@ from mitmproxy import http
 _CONTENT_LENGTH = re.compile(r"^(?:0|[1-9][0-9]*)$")
 _ALLOWED_TE = frozenset({"chunked"})
 _BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
+_METHOD_OVERRIDES = ("x-http-method-override", "x-http-method", "x-method-override")
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,11 @@ def check_headers(request: http.Request, max_body_bytes: int) -> Refusal | None:
     for name, value in request.headers.items(multi=True):
         if _BAD_VALUE_CHARS.search(name) or _BAD_VALUE_CHARS.search(value):
             return _malformed("control characters in a header")
+    for name in _METHOD_OVERRIDES:
+        for value in request.headers.get_all(name):
+            if value.strip().upper() != request.method.upper():
+                # Google APIs, Rails, Express method-override run the named method, not the one judged.
+                return _malformed(f"{name} naming another method than {request.method[:16]!r} is refused")
     upgrade = request.headers.get("upgrade")
     if upgrade is not None and upgrade.strip().lower() != "websocket":
         return Refusal("protocol_refused", 403, f"protocol upgrade to {upgrade[:40]!r} is refused")

@@ -21,6 +21,13 @@ SHAPES = [
     ("oversized by header", dict(headers=[("Content-Length", str(64 * 1024 * 1024))]), 413, "body_too_large"),
     ("two Host headers", dict(headers=[("Host", "evil.example")]), 400, "malformed_request"),
     ("h2c upgrade", dict(headers=[("Upgrade", "h2c")]), 403, "protocol_refused"),
+    ("method override header", dict(method="POST", headers=[("X-HTTP-Method-Override", "DELETE")]), 400,
+     "malformed_request"),
+    ("method override, other spelling", dict(method="GET", headers=[("x-method-override", "PUT")]), 400,
+     "malformed_request"),
+    ("method override, second value", dict(method="POST", headers=[("X-HTTP-Method", "POST"),
+                                                                    ("X-HTTP-Method", "DELETE")]), 400,
+     "malformed_request"),
     ("absolute URL vs Host", dict(host_header="evil.example"), 403, "authority_mismatch"),
     ("Host port differs", dict(host_header=f"{PUBLIC_IP}:8080"), 403, "authority_mismatch"),
     ("Host with userinfo", dict(host_header=f"user@{PUBLIC_IP}"), 400, "malformed_request"),
@@ -48,6 +55,13 @@ async def test_request_shapes_are_refused_before_deciding(gw, cp, name, kwargs, 
     assert flow.response.status_code == status
     assert json.loads(flow.response.content)["reason"] == reason
     assert cp.bodies("/decide") == []
+
+
+async def test_method_override_naming_the_same_method_passes(gw, cp):
+    flow = make_flow(method="POST", headers=[("X-HTTP-Method-Override", "post")])
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    assert flow.response is None and cp.bodies("/decide")[0]["method"] == "POST"
 
 
 async def test_oversized_chunked_body_is_refused(gw, cp):

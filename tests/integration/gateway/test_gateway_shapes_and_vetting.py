@@ -87,6 +87,16 @@ def test_oversized_body_is_refused_before_it_is_read(stack, token):
     assert stack.http.requests == []
 
 
+def test_method_override_header_is_refused(stack, token):
+    # A POST-only grant must not run a DELETE on an upstream that honours X-HTTP-Method-Override.
+    grant("post-only", stack.http, schemes=["http"], methods=["POST"])
+    with box_client(stack.gateway, token) as box:
+        response = box.post(stack.http.url("/"), headers={"x-http-method-override": "DELETE"})
+        assert response.status_code == 400 and deny_body(response)["reason"] == "malformed_request"
+        assert stack.http.requests == []
+        assert box.post(stack.http.url("/")).status_code == 200
+
+
 def test_protocol_upgrade_other_than_websocket_is_refused(stack, token):
     grant("plain", stack.http)
     with box_client(stack.gateway, token) as box:
