@@ -12,6 +12,7 @@ _CONTENT_LENGTH = re.compile(r"^(?:0|[1-9][0-9]*)$")
 _ALLOWED_TE = frozenset({"chunked"})
 _BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
 _METHOD_OVERRIDES = ("x-http-method-override", "x-http-method", "x-method-override")
+_URL_OVERRIDES = ("x-original-url", "x-rewrite-url")
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,11 @@ def check_headers(request: http.Request, max_body_bytes: int) -> Refusal | None:
             if value.strip().upper() != request.method.upper():
                 # Google APIs, Rails, Express method-override run the named method, not the one judged.
                 return _malformed(f"{name} naming another method than {request.method[:16]!r} is refused")
+    for name in _URL_OVERRIDES:
+        for value in request.headers.get_all(name):
+            if value.strip() != request.path:
+                # IIS, Symfony, Laminas route by these headers instead of the path that was judged.
+                return _malformed(f"{name} naming another path than the request's is refused")
     upgrade = request.headers.get("upgrade")
     if upgrade is not None and upgrade.strip().lower() != "websocket":
         return Refusal("protocol_refused", 403, f"protocol upgrade to {upgrade[:40]!r} is refused")

@@ -25,6 +25,9 @@ SHAPES = [
      "malformed_request"),
     ("method override, other spelling", dict(method="GET", headers=[("x-method-override", "PUT")]), 400,
      "malformed_request"),
+    ("path override header", dict(headers=[("X-Original-URL", "/admin/delete")]), 400, "malformed_request"),
+    ("path override, rewrite spelling", dict(headers=[("X-Rewrite-URL", "/admin")]), 400,
+     "malformed_request"),
     ("method override, second value", dict(method="POST", headers=[("X-HTTP-Method", "POST"),
                                                                     ("X-HTTP-Method", "DELETE")]), 400,
      "malformed_request"),
@@ -62,6 +65,13 @@ async def test_method_override_naming_the_same_method_passes(gw, cp):
     gw.requestheaders(flow)
     await gw.request(flow)
     assert flow.response is None and cp.bodies("/decide")[0]["method"] == "POST"
+
+
+async def test_path_override_naming_the_same_path_passes(gw, cp):
+    flow = make_flow(path="/v1/x", headers=[("X-Original-URL", "/v1/x")])
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    assert flow.response is None
 
 
 async def test_oversized_chunked_body_is_refused(gw, cp):
