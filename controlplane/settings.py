@@ -177,6 +177,7 @@ ROSTER_DECIDE_MAX_MCP_CALLS = _env_int("ROSTER_DECIDE_MAX_MCP_CALLS", 100)
 ROSTER_WEB_AUDIT_PAGE_SIZE = _env_int("ROSTER_WEB_AUDIT_PAGE_SIZE", 50)
 ROSTER_WEB_RECENT_DECISIONS = _env_int("ROSTER_WEB_RECENT_DECISIONS", 10)
 ROSTER_WEB_OUTPUT_PREVIEW_CHARS = _env_int("ROSTER_WEB_OUTPUT_PREVIEW_CHARS", 16 * 1024)
+ROSTER_WEB_VERIFY_COOLDOWN_SECONDS = _env_int("ROSTER_WEB_VERIFY_COOLDOWN_SECONDS", 30)
 # --- Dispatch (engineer E): boxes, preflight and reaping ---
 # Labels and container names carry this, so a reaper only ever touches its own boxes.
 ROSTER_BOX_NAMESPACE = os.environ.get("ROSTER_BOX_NAMESPACE", "roster")

@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 
 from controlplane.audit.export import filtered_records
 from controlplane.audit.models import AuditRecord
+from controlplane.core.ids import MAX_DB_ID
 
 KINDS = ["decision", "tripwire", "approval", "spend", "credential_use", "grant_change", "run_state",
          "trace", "secret_change"]
@@ -30,7 +31,7 @@ class AuditFilterForm(forms.Form):
     until = forms.DateTimeField(required=False, label="Until (UTC)",
                                 widget=_local_input())
     worker = forms.CharField(required=False, max_length=64, label="Worker")
-    run = forms.IntegerField(required=False, min_value=1, label="Run id")
+    run = forms.IntegerField(required=False, min_value=1, max_value=MAX_DB_ID, label="Run id")
     kind = forms.ChoiceField(required=False, label="Kind")
     verdict = forms.ChoiceField(required=False, label="Verdict")
 

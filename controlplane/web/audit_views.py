@@ -4,8 +4,10 @@ Auditors read and export; the only thing they can start is a verification, which
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -61,6 +63,14 @@ def audit_export_csv(request: HttpRequest) -> HttpResponse:
 def audit_verify(request: HttpRequest) -> HttpResponse:
     from controlplane.audit.verify import verify_database
 
+    # Re-hashing the whole chain is expensive: one run per cooldown, whoever asks, so a loop of POSTs
+    # cannot tie up the server. The last result stays on the page.
+    last = ChainCheck.objects.order_by("-id").first()
+    cooldown = timedelta(seconds=settings.ROSTER_WEB_VERIFY_COOLDOWN_SECONDS)
+    if last is not None and timezone.now() - last.started_at < cooldown:
+        messages.info(request, f"The chain was verified less than {cooldown.seconds} s ago; "
+                               "showing that result.")
+        return redirect("web:audit")
     started = time.monotonic()
     try:
         result = verify_database()

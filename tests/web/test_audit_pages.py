@@ -154,3 +154,32 @@ def test_record_data_is_shown_escaped(auditor, run):
 def test_time_filters_keep_their_value_in_the_form(auditor, records):
     html = _login(auditor).get(AUDIT, {"since": "2026-01-02T03:04"}).content.decode()
     assert 'value="2026-01-02T03:04"' in html
+
+
+def test_verify_runs_at_most_once_per_cooldown(auditor, records, monkeypatch):
+    from controlplane.audit import verify
+
+    calls = []
+    real = verify.verify_database
+    monkeypatch.setattr(verify, "verify_database", lambda: calls.append(1) or real())
+    client = _login(auditor)
+    for _ in range(5):
+        assert client.post(VERIFY).status_code == 302
+    assert len(calls) == 1 and ChainCheck.objects.count() == 1
+    assert "verified less than" in client.get(AUDIT).content.decode()
+
+
+def test_verify_runs_again_after_the_cooldown(auditor, records, settings):
+    settings.ROSTER_WEB_VERIFY_COOLDOWN_SECONDS = 0
+    client = _login(auditor)
+    client.post(VERIFY)
+    client.post(VERIFY)
+    assert ChainCheck.objects.count() == 2
+
+
+@pytest.mark.parametrize("run_filter", ["99999999999999999999", str(2**63)])
+def test_huge_run_filter_is_a_form_error_not_a_crash(auditor, records, run_filter):
+    response = _login(auditor).get(AUDIT, {"run": run_filter})
+    assert response.status_code == 200
+    assert "less than or equal to" in response.content.decode()
+    assert _login(auditor).get(EXPORT, {"run": run_filter}).status_code == 400

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
@@ -142,3 +143,8 @@ def test_timeline_shows_output_as_quoted_data_and_traces(approver, run):
     assert "&lt;script&gt;alert(&#x27;out&#x27;)&lt;/script&gt;done" in html and "<script>alert" not in html
     assert "https://api.model.example/v1/chat" in html and "321" in html
     assert "prompt" not in html  # the traced body itself stays in the database
+
+
+@pytest.mark.parametrize("run_id", [2**63, 10**20])
+def test_timeline_of_an_id_beyond_the_database_is_404(approver, run_id):
+    assert _login(approver).get(f"/runs/{run_id}/").status_code == 404
