@@ -293,7 +293,13 @@ class Gateway:
         if scrubber is not None and flow.websocket is not None:
             message = flow.websocket.messages[-1]
             if not message.from_client:
-                message.content, count = scrubber.scrub(message.content)
+                try:
+                    message.content, count = scrubber.scrub(message.content)
+                except Exception:  # noqa: BLE001 - a hook error would forward the message unscrubbed
+                    log.warning("websocket message could not be checked for an echoed secret; closing")
+                    message.drop()
+                    flow.kill()
+                    return
                 if count:
                     log.warning("scrubbed %d echo(es) of an injected secret from a websocket message", count)
 

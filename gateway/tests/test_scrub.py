@@ -251,6 +251,23 @@ def test_websocket_messages_from_the_server_are_scrubbed(gw):
     assert "roster_scrubber" not in flow.metadata
 
 
+def test_websocket_message_that_cannot_be_scrubbed_is_dropped_and_the_flow_killed(gw):
+    # mitmproxy forwards a message when its hook raises; an unscrubbable one must never pass.
+    from mitmproxy import websocket
+    from mitmproxy.test import tflow
+
+    class Failing:
+        def scrub(self, data):
+            raise RuntimeError("cannot scrub")
+
+    flow = tflow.twebsocketflow(messages=False)
+    flow.metadata["roster_scrubber"] = Failing()
+    flow.websocket.messages.append(websocket.WebSocketMessage(1, False, f"echo {REAL}".encode()))
+    gw.websocket_message(flow)
+    assert flow.websocket.messages[-1].dropped
+    assert flow.error is not None and flow.error.msg == flow_error.KILLED_MESSAGE
+
+
 @pytest.mark.parametrize(("message", "killed"), [
     (f"unexpected server response: b'HTTP/1.1 200 OK\\r\\nX-Echo: Bearer {REAL}\\r\\n'", True),
     ("unexpected server response: b'HTTP/1.1 2'", True),  # raw upstream bytes: never shown
