@@ -1,6 +1,8 @@
 """Settings read from the environment. Defaults suit one machine: SQLite under var/, Redis on loopback."""
 
 import os
+import secrets
+import time
 from pathlib import Path
 
 import dj_database_url
@@ -18,7 +20,30 @@ def _env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
 
 
-SECRET_KEY = os.environ.get("ROSTER_DJANGO_SECRET_KEY") or "dev-only-not-secret-" + "x" * 32
+
+
+def _django_secret_key() -> str:
+    """Signs sessions, CSRF tokens and messages. From the environment, else from a file made once with a
+    random key (mode 0600): never a default that anyone who read this code would know."""
+    if os.environ.get("ROSTER_DJANGO_SECRET_KEY"):
+        return os.environ["ROSTER_DJANGO_SECRET_KEY"]
+    path = Path(os.environ.get("ROSTER_DJANGO_SECRET_KEY_FILE", VAR_DIR / "django-secret.key"))
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_urlsafe(50))
+    for _ in range(50):  # another process may have created the file a moment ago and be writing it
+        key = path.read_text().strip()
+        if key:
+            return key
+        time.sleep(0.01)
+    raise RuntimeError(f"{path} is empty; delete it to have a new key made")
+
+
+SECRET_KEY = _django_secret_key()
 DEBUG = os.environ.get("ROSTER_DEBUG", "0") == "1"
 ALLOWED_HOSTS = os.environ.get("ROSTER_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("ROSTER_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
