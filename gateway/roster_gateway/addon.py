@@ -209,6 +209,9 @@ class Gateway:
             return refusal
         if len(request.raw_content or b"") > self.config.max_body_bytes:
             return shapes.too_large(self.config.max_body_bytes)
+        refusal = shapes.check_decoded_size(request, self.config.max_body_bytes)
+        if refusal:
+            return refusal
         sni = flow.client_conn.sni if request.scheme == "https" else None
         return shapes.check_authority(request, connect_target=state.connect_target, sni=sni)
 

@@ -3,7 +3,10 @@ upstream receive another. Each returns a Refusal (reason + legible message) or N
 
 from __future__ import annotations
 
+import gzip
+import io
 import re
+import zlib
 from dataclasses import dataclass
 
 from mitmproxy import http
@@ -97,6 +100,36 @@ def check_headers(request: http.Request, max_body_bytes: int) -> Refusal | None:
     if upgrade is not None and upgrade.strip().lower() != "websocket":
         return Refusal("protocol_refused", 403, f"protocol upgrade to {upgrade[:40]!r} is refused")
     return None
+
+
+def _inflated_size(raw: bytes, limit: int) -> int:
+    # As mitmproxy decodes deflate: zlib-wrapped, else raw deflate.
+    for wbits in (zlib.MAX_WBITS, -zlib.MAX_WBITS):
+        try:
+            return len(zlib.decompressobj(wbits).decompress(raw, limit + 1))
+        except zlib.error:
+            continue
+    raise ValueError("deflate body does not inflate")
+
+
+def check_decoded_size(request: http.Request, limit: int) -> Refusal | None:
+    """The gateway decodes a request body to read its MCP calls; a small compressed body (a gzip bomb)
+    would expand to gigabytes in the gateway every box shares. Decode at most limit + 1 bytes first."""
+    raw = request.raw_content or b""
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if not raw or encoding in ("", "identity", "none"):
+        return None
+    try:
+        if encoding == "gzip":
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
+                size = len(f.read(limit + 1))
+        elif encoding == "deflate":
+            size = _inflated_size(raw, limit)
+        else:  # br, zstd: not decoded in bounded memory here; anything else mitmproxy cannot decode
+            return _malformed(f"request body content-encoding {encoding[:40]!r} is not accepted")
+    except Exception:  # noqa: BLE001 - undecodable: refused, never guessed
+        return _malformed("request body does not decode as its content-encoding says")
+    return too_large(limit) if size > limit else None
 
 
 def check_authority(request: http.Request, *, connect_target: tuple[str, int] | None,

@@ -74,6 +74,34 @@ async def test_path_override_naming_the_same_path_passes(gw, cp):
     assert flow.response is None
 
 
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_compression_bomb_is_refused_without_decoding_it_whole(gw, cp, encoding):
+    import gzip
+    import zlib
+
+    gw.tctx.options.update(roster_max_body_bytes=10_000)
+    inflated = b"{" + b" " * 50_000 + b"}"
+    compress = {"gzip": gzip.compress, "deflate": zlib.compress}[encoding]
+    packed = compress(inflated)
+    assert len(packed) < 10_000
+    flow = make_flow(method="POST", content=packed, headers=[("content-encoding", encoding)])
+    await gw.request(flow)
+    assert flow.response.status_code == 413 and cp.bodies("/decide") == []
+    small = make_flow(method="POST", content=compress(b"{}"), headers=[("content-encoding", encoding)])
+    await gw.request(small)
+    assert small.response is None
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstd"])
+async def test_request_bodies_without_a_bounded_decoder_are_refused(gw, cp, encoding):
+    from mitmproxy.net import encoding as codecs
+
+    flow = make_flow(method="POST", content=codecs.encode(b"{}", encoding),
+                     headers=[("content-encoding", encoding)])
+    await gw.request(flow)
+    assert flow.response.status_code == 400 and cp.bodies("/decide") == []
+
+
 async def test_oversized_chunked_body_is_refused(gw, cp):
     gw.tctx.options.update(roster_max_body_bytes=10)
     flow = make_flow(method="POST", content=b"x" * 11)
