@@ -25,6 +25,7 @@ from roster_gateway.swap import SwapRefused, apply_secrets
 from roster_gateway.wire import DENY_STATUSES, Decision
 
 log = logging.getLogger("roster_gateway")
+RANGE_HEADERS = ("range", "if-range")
 # mitmproxy leaves the root logger at DEBUG; libraries that log per frame would build records per request.
 logging.getLogger("hpack").setLevel(logging.WARNING)
 
@@ -279,6 +280,10 @@ class Gateway:
         scrubber = scrubber_for(decision.replace, decision.inject, built)
         if scrubber is not None:
             flow.metadata["roster_scrubber"] = scrubber
+            # A byte range of an echo is a slice of the secret that no whole-value scrub can find, and
+            # repeated ranges rebuild it: a secret-carrying request asks for the whole response.
+            for name in RANGE_HEADERS:
+                request.headers.pop(name, None)
 
     def response(self, flow: http.HTTPFlow) -> None:
         decision_id = flow.metadata.pop("roster_decision_id", None)
@@ -378,6 +383,11 @@ def scrub_echoes(flow: http.HTTPFlow, decision_id: str | None) -> str:
         flow.metadata.pop("roster_scrubber", None)  # a websocket keeps it for its messages
     if scrubber is None:
         return ""
+    if flow.response.status_code == 206 or "content-range" in flow.response.headers:
+        deny_flow(flow, 502, "policy_error",
+                  "the upstream sent a partial response to a request that carried a secret; withheld because "
+                  "a slice of an echoed secret cannot be found by scrubbing", decision_id=decision_id or "")
+        return "response withheld: partial content on a secret-carrying request"
     try:
         scrubbed = scrubber.scrub_response(flow.response)
     except Exception as exc:  # noqa: BLE001 - unknown encoding or anything else: withhold the response

@@ -305,3 +305,41 @@ async def test_outcome_reports_zero_scrubbed_when_nothing_was_echoed(gw, cp, dec
     await settle(gw)
     [outcome] = reported(cp)
     assert outcome["scrubbed"] == expected and isinstance(outcome["scrubbed"], int)
+
+
+async def test_secret_carrying_request_asks_for_the_whole_response(gw, cp):
+    # A byte range of an echo is a slice of the secret that no whole-value scrub can find.
+    flow = await allowed_flow(gw, cp, headers=[("Range", "bytes=7-9"), ("If-Range", '"etag"')])
+    assert "range" not in flow.request.headers and "if-range" not in flow.request.headers
+
+
+async def test_range_is_left_alone_when_no_secret_was_injected(gw, cp):
+    flow = await allowed_flow(gw, cp, allow(), headers=[("Range", "bytes=7-9")])
+    assert flow.request.headers["range"] == "bytes=7-9"
+
+
+@pytest.mark.parametrize("status, headers", [
+    (206, {"Content-Range": "bytes 7-9/40"}),
+    (206, {}),
+    (200, {"Content-Range": "bytes 7-9/40"}),
+])
+async def test_partial_response_to_a_secret_carrying_request_is_withheld(gw, cp, status, headers):
+    flow = await allowed_flow(gw, cp)
+    slice_of_secret = REAL[3:9].encode()
+    flow.response = tutils.tresp(status_code=status, content=slice_of_secret, headers=tutils.http.Headers(
+        [(k.encode(), v.encode()) for k, v in headers.items()]))
+    gw.response(flow)
+    assert flow.response.status_code == 502
+    assert json.loads(flow.response.content)["reason"] == "policy_error"
+    assert slice_of_secret not in flow.response.content
+    await settle(gw)
+    [outcome] = reported(cp)
+    assert "partial content" in outcome["error"]
+
+
+async def test_partial_response_without_a_secret_passes(gw, cp):
+    flow = await allowed_flow(gw, cp, allow())
+    flow.response = tutils.tresp(status_code=206, content=b"abc", headers=tutils.http.Headers(
+        [(b"Content-Range", b"bytes 0-2/10")]))
+    gw.response(flow)
+    assert flow.response.status_code == 206 and flow.response.content == b"abc"
