@@ -12,7 +12,7 @@ from mitmproxy.proxy import layer, layers
 
 from roster_gateway import shapes
 from roster_gateway.addresses import AddressRefused, Vetting, vetted_address
-from roster_gateway.approvals import hold_for_approval
+from roster_gateway.approvals import decide_and_hold
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown, Transport
 from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
 from roster_gateway.health import HealthServer
@@ -219,11 +219,7 @@ class Gateway:
     async def _judge(self, flow: http.HTTPFlow, payload: dict, token: str | None) -> Decision | None:
         """Ask /decide (and hold for an approval). Returns the allow decision, or None after denying."""
         try:
-            decision = await self.client.decide(payload)
-            if decision.verdict == "ask":
-                decision = await hold_for_approval(self.client, decision, max_hold=self.config.hold_seconds,
-                                                   poll_seconds=self.config.approval_poll_seconds,
-                                                   background=self.background)
+            decision = await decide_and_hold(self, payload)
         except ControlPlaneDown as exc:
             deny_flow(flow, 503, "control_plane_unavailable", str(exc))
             return None

@@ -9,7 +9,7 @@ from mitmproxy import http
 
 from roster_gateway import shapes
 from roster_gateway.addresses import AddressRefused, vetted_address
-from roster_gateway.approvals import hold_for_approval
+from roster_gateway.approvals import decide_and_hold
 from roster_gateway.client import ControlPlaneDown
 from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
 from roster_gateway.responses import deny_flow
@@ -42,11 +42,7 @@ async def judge_connect(gw: Gateway, flow: http.HTTPFlow) -> None:
     payload = decide_payload(request, token=token, scheme="tunnel", mcp=(),
                              preview_bytes=gw.config.body_preview_bytes)
     try:
-        decision = await gw.client.decide(payload)
-        if decision.verdict == "ask":
-            decision = await hold_for_approval(gw.client, decision, max_hold=gw.config.hold_seconds,
-                                               poll_seconds=gw.config.approval_poll_seconds,
-                                               background=gw.background)
+        decision = await decide_and_hold(gw, payload)
     except ControlPlaneDown as exc:
         deny_flow(flow, 503, "control_plane_unavailable", str(exc))
         return
