@@ -14,6 +14,7 @@ from roster_gateway import shapes
 from roster_gateway.addresses import AddressRefused, Vetting, vetted_address
 from roster_gateway.approvals import decide_and_hold
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown, Transport
+from roster_gateway.decoding import narrow_accept_encoding
 from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
 from roster_gateway.health import HealthServer
 from roster_gateway.mcp import MalformedBody, mcp_calls
@@ -273,9 +274,10 @@ class Gateway:
         flow.metadata["roster_decision_id"] = decision.decision_id
         flow.metadata["roster_grant"] = decision.grant
         # Real values stay in this flow's memory only, to scrub echoes from its response.
-        scrubber = scrubber_for(decision.replace, decision.inject, built)
+        scrubber = scrubber_for(decision.replace, decision.inject, built, self.config.max_body_bytes)
         if scrubber is not None:
             flow.metadata["roster_scrubber"] = scrubber
+            narrow_accept_encoding(request)
             # A byte range of an echo is a slice of the secret that no whole-value scrub can find, and
             # repeated ranges rebuild it: a secret-carrying request asks for the whole response.
             for name in RANGE_HEADERS:

@@ -19,9 +19,12 @@ from urllib.parse import quote, quote_plus
 
 from mitmproxy import http
 
+from roster_gateway.decoding import DecodeRefused, bounded_content
+
 # Put in place of an injected header value whose secret the decision did not pair with a sentinel.
 REDACTED = "[roster: injected secret removed]"
 _MAX_PASSES = 3  # a replacement could in theory complete a new occurrence; re-check, then give up
+DEFAULT_MAX_DECODED = 32 * 1024 * 1024  # the gateway passes its roster_max_body_bytes
 _MIN_CORE_BYTES = 6  # below this, unaligned base64 pieces are too short to look for without false hits
 
 
@@ -93,13 +96,14 @@ def _bytes(text: str) -> bytes:
 class Scrubber:
     """Replaces a flow's real secret values (and their encodings) by sentinels in bytes."""
 
-    __slots__ = ("_pattern", "_swaps")
+    __slots__ = ("_max_decoded", "_pattern", "_swaps")
 
     def __init__(self, pairs: Iterable[tuple[str, str]], built: Iterable[tuple[str, str]] = (),
-                 whole_values: Iterable[str] = ()) -> None:
+                 whole_values: Iterable[str] = (), max_decoded_bytes: int = DEFAULT_MAX_DECODED) -> None:
         """`pairs`: (sentinel, real value). `built`: (real plain text, sentinel plain text) of Basic
         credentials the gateway built. `whole_values`: injected header values with no known secret
         inside, replaced whole by REDACTED."""
+        self._max_decoded = max_decoded_bytes
         swaps: dict[bytes, bytes] = {}
 
         def add(real: bytes, fake: bytes) -> None:
@@ -168,9 +172,9 @@ class Scrubber:
             raise Unscrubbable("transfer-coded body")
         if response.raw_content:
             try:
-                body = response.get_content(strict=True)
-            except ValueError as exc:
-                raise Unscrubbable(f"undecodable body: {exc}") from None
+                body = bounded_content(response, self._max_decoded)
+            except DecodeRefused as exc:
+                raise Unscrubbable(str(exc)) from None
             new_body, count = self.scrub(body or b"")
             if count:
                 response.set_content(new_body)
@@ -193,7 +197,8 @@ class Scrubber:
 
 
 def scrubber_for(replace: Iterable[tuple[str, str]], inject: Iterable[tuple[str, str]],
-                 built: Iterable[tuple[str, str]] = ()) -> Scrubber | None:
+                 built: Iterable[tuple[str, str]] = (),
+                 max_decoded_bytes: int = DEFAULT_MAX_DECODED) -> Scrubber | None:
     """The scrubber for a flow that received secrets, or None when it received none. An injected value
     that holds no real value the decision paired with a sentinel is scrubbed whole (REDACTED)."""
     pairs = [(sentinel, real) for sentinel, real in replace if real]
@@ -209,4 +214,4 @@ def scrubber_for(replace: Iterable[tuple[str, str]], inject: Iterable[tuple[str,
             built.append((value, fake))
     if not (pairs or whole or built):
         return None
-    return Scrubber(pairs, built, whole)
+    return Scrubber(pairs, built, whole, max_decoded_bytes)

@@ -4,6 +4,7 @@ it) reaches the box with the secret's sentinel instead; an unreadable body is wi
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import html
 import json
@@ -343,3 +344,44 @@ async def test_partial_response_without_a_secret_passes(gw, cp):
         [(b"Content-Range", b"bytes 0-2/10")]))
     gw.response(flow)
     assert flow.response.status_code == 206 and flow.response.content == b"abc"
+
+
+@pytest.mark.parametrize("offered, expected", [
+    ("gzip, deflate, br, zstd", "gzip, deflate"),
+    ("br", "identity"),
+    ("gzip;q=1.0, br;q=0.9", "gzip;q=1.0"),
+])
+async def test_secret_carrying_request_offers_only_boundedly_decodable_encodings(gw, cp, offered, expected):
+    flow = await allowed_flow(gw, cp, headers=[("Accept-Encoding", offered)])
+    assert flow.request.headers["accept-encoding"] == expected
+
+
+async def test_accept_encoding_is_not_added_or_narrowed_without_a_secret(gw, cp):
+    assert "accept-encoding" not in (await allowed_flow(gw, cp)).request.headers
+    flow = await allowed_flow(gw, cp, allow(), headers=[("Accept-Encoding", "br")])
+    assert flow.request.headers["accept-encoding"] == "br"
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstd"])
+async def test_unboundable_encoding_on_a_secret_carrying_flow_is_withheld(gw, cp, encoding):
+    flow = await allowed_flow(gw, cp)
+    response = respond(gw, flow, content=b"\x8b\x02\x80opaque\x03", headers={"Content-Encoding": encoding})
+    assert response.status_code == 502 and json.loads(response.content)["reason"] == "policy_error"
+
+
+async def test_compression_bomb_from_the_upstream_is_withheld_not_inflated(gw, cp):
+    gw.config = dataclasses.replace(gw.config, max_body_bytes=1024 * 1024)
+    flow = await allowed_flow(gw, cp)
+    bomb = gzip.compress(b"\0" * (64 * 1024 * 1024))  # 64 MiB inflated, about 64 KiB on the wire
+    response = respond(gw, flow, content=bomb, headers={"Content-Encoding": "gzip"})
+    assert response.status_code == 502
+    assert "echoed secret" in json.loads(response.content)["message"]
+
+
+async def test_body_just_under_the_limit_is_still_scrubbed(gw, cp):
+    gw.config = dataclasses.replace(gw.config, max_body_bytes=4096)
+    flow = await allowed_flow(gw, cp)
+    body = (f"echo {REAL} ".encode() + b"x" * 4096)[:4096]
+    response = respond(gw, flow, content=gzip.compress(body), headers={"Content-Encoding": "gzip"})
+    assert response.status_code == 200 and REAL.encode() not in response.content
+    assert SENTINEL.encode() in response.content
