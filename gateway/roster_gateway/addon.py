@@ -242,16 +242,23 @@ class Gateway:
         if decision.verdict == "allow" and decision.decision_id:
             self._report(decision.decision_id, status, 0, 0, error)
 
-    async def _allow(self, flow: http.HTTPFlow, decision: Decision, state: ConnState) -> None:
-        request = flow.request
-        host = shapes.normalise_host(request.host)
+    async def vet_or_deny(self, flow: http.HTTPFlow, decision: Decision, host: str) -> str | None:
+        """The one address an allowed request (or tunnel) may dial, resolved once; None after denying."""
         try:
-            ip = await vetted_address(host, request.port, self.vetting, dns_timeout=self.config.dns_timeout,
-                                      granted=decision.grant is not None)
+            return await vetted_address(host, flow.request.port, self.vetting,
+                                        dns_timeout=self.config.dns_timeout,
+                                        granted=decision.grant is not None)
         except AddressRefused as exc:
             self._settle_unused(decision, 403, "blocked_address")
             deny_flow(flow, 403, "blocked_address", f"refusing to dial {host}: {exc}",
                       decision_id=decision.decision_id)
+            return None
+
+    async def _allow(self, flow: http.HTTPFlow, decision: Decision, state: ConnState) -> None:
+        request = flow.request
+        host = shapes.normalise_host(request.host)
+        ip = await self.vet_or_deny(flow, decision, host)
+        if ip is None:
             return
         if decision.trace:
             try:

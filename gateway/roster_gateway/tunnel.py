@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from mitmproxy import http
 
 from roster_gateway import shapes
-from roster_gateway.addresses import AddressRefused, vetted_address
 from roster_gateway.approvals import decide_and_hold
 from roster_gateway.client import ControlPlaneDown
 from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
@@ -56,13 +55,8 @@ async def judge_connect(gw: Gateway, flow: http.HTTPFlow) -> None:
     if not decision.tunnel:
         gw._settle_unused(decision, 0, "intercepted: not a tunnel grant")
         return
-    try:
-        ip = await vetted_address(host, request.port, gw.vetting, dns_timeout=gw.config.dns_timeout,
-                                  granted=decision.grant is not None)
-    except AddressRefused as exc:
-        gw._settle_unused(decision, 403, "blocked_address")
-        deny_flow(flow, 403, "blocked_address", f"refusing to dial {host}: {exc}",
-                  decision_id=decision.decision_id)
+    ip = await gw.vet_or_deny(flow, decision, host)
+    if ip is None:
         return
     request.data.host = ip  # mitmproxy dials (request.host, request.port) after this hook
     state.dial_names[(ip, request.port)] = host
