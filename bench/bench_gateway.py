@@ -37,17 +37,20 @@ GW_OPTIONS: dict[str, object] = {}
 OK_RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
 
 
+async def _read_request(reader) -> bytes:
+    """One keep-alive request: returns its head, with its body (if any) read and dropped."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            await reader.readexactly(int(line.split(b":", 1)[1]))
+    return head
+
+
 async def _upstream_main() -> None:
     async def handle(reader, writer):
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                if length:
-                    await reader.readexactly(length)
+                await _read_request(reader)
                 writer.write(OK_RESPONSE)
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
@@ -68,13 +71,7 @@ async def _instant_cp_main() -> None:
     async def handle(reader, writer):
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                if length:
-                    await reader.readexactly(length)
+                head = await _read_request(reader)
                 body = _ALLOW if b"/decide" in head.split(b"\r\n", 1)[0] else b'{"ok":true}'
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                              + str(len(body)).encode() + b"\r\n\r\n" + body)
