@@ -206,7 +206,8 @@ class Gateway:
         if refusal:
             return refusal
         sni = flow.client_conn.sni if request.scheme == "https" else None
-        return shapes.check_authority(request, connect_target=state.connect_target, sni=sni)
+        return (shapes.check_authority(request, connect_target=state.connect_target, sni=sni)
+                or shapes.check_canonical(request))
 
     async def _allow(self, flow: http.HTTPFlow, decision: Decision, state: ConnState) -> None:
         request = flow.request

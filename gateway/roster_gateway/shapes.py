@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from mitmproxy import http
 
+from roster_gateway.canonical import host_refusal, method_refusal, path_refusal
+
 _CONTENT_LENGTH = re.compile(r"^(?:0|[1-9][0-9]*)$")
 _ALLOWED_TE = frozenset({"chunked"})
 _BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
@@ -169,4 +171,16 @@ def check_authority(request: http.Request, *, connect_target: tuple[str, int] | 
                            "the request names a different destination than its CONNECT tunnel")
     if sni is not None and normalise_host(sni) != host:
         return Refusal("authority_mismatch", 403, "the TLS server name differs from the request's host")
+    return None
+
+
+def check_canonical(request: http.Request) -> Refusal | None:
+    """The method, Host and path as sent must be the forms the control plane judges (canonical.py):
+    otherwise a request judged as one target would run upstream as another."""
+    sent_method = request.data.method.decode("utf-8", "surrogateescape")  # .method is upper-cased
+    for problem in (method_refusal(sent_method), path_refusal(request.path),
+                    host_refusal(request.host_header or ""),
+                    host_refusal(request.authority) if request.authority else None):
+        if problem:
+            return Refusal("malformed_request", 400, problem)
     return None

@@ -110,7 +110,7 @@ async def test_oversized_chunked_body_is_refused(gw, cp):
     assert flow.response.status_code == 413
 
 
-@pytest.mark.parametrize("host_header", [PUBLIC_IP, f"{PUBLIC_IP}:80", PUBLIC_IP.upper() + "."])
+@pytest.mark.parametrize("host_header", [PUBLIC_IP, f"{PUBLIC_IP}:80"])
 async def test_equivalent_host_headers_pass(gw, cp, host_header):
     flow = make_flow(host_header=host_header)
     gw.requestheaders(flow)

@@ -143,6 +143,8 @@ def _handler(upstream: Upstream):
             self.wfile.write(payload)
 
         do_GET = do_POST = do_PUT = do_DELETE = _record  # noqa: N815 - http.server's naming
+        # Methods in other cases reach a case-sensitive upstream as sent: record them too.
+        do_get = do_Get = do_post = do_delete = do_dElEtE = _record  # noqa: N815
 
         def log_message(self, *args):
             pass
