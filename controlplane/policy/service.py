@@ -366,6 +366,12 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
     if decision.verdict == Verdict.ALLOW:
         decision, budget, inject, replace = _allow(run, decision, decision_id, method=req.method, url=req.url,
                                                    host=req.host, sentinel_ids=sentinel_ids, state=state)
+    if _intercepted_connect(req, decision):
+        # A CONNECT without a tunnel grant is not refused: the gateway intercepts it and judges each
+        # request inside. It is recorded as the connection it is, never as a deny (one request, one record).
+        audit_append("connection", {"decision_id": decision_id, "url": req.url, "intercepted": True},
+                     run=run, worker=run.worker)
+        return _answer(decision, decision_id)
     _audit_decision(decision, decision_id, run=run, method=req.method, url=req.url, extra={
         "body_sha256": req.body_sha256, "body_size": req.body_size, "mcp": mcp_for_record(req.mcp),
         "approval": str((approval or granted).pk) if (approval or granted) else None, "budget": budget,
@@ -374,6 +380,11 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
         slug = decision.grant.slug if decision.grant else None
         _audit_tripwire(decision_id, run, req.url, slug, sentinel_ids)
     return _answer(decision, decision_id, approval=approval, budget=budget, inject=inject, replace=replace)
+
+
+def _intercepted_connect(req: EgressRequest, decision: engine.Decision) -> bool:
+    return (req.scheme == "tunnel" and decision.verdict == Verdict.DENY and not decision.tripwire
+            and decision.reason == engine.DenyReason.NO_GRANT)
 
 
 def _snapshot(req: EgressRequest, sentinel_ids: frozenset[int]) -> dict:
