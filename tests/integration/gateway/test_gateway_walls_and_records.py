@@ -41,7 +41,8 @@ def test_an_intercepted_connect_is_one_connection_record_and_its_request_one_all
         response = box.get(stack.https.url("/v1/x", host="localhost"))
     assert response.status_code == 200, response.text
     assert [r["path"] for r in stack.https.requests] == ["/v1/x"]
-    decisions = list(AuditRecord.objects.filter(kind="decision", run_id_ref=run.pk).values_list("verdict", "reason"))
+    records = AuditRecord.objects.filter(run_id_ref=run.pk)
+    decisions = list(records.filter(kind="decision").values_list("verdict", "reason"))
     assert decisions == [("allow", "")]
     [connection] = AuditRecord.objects.filter(kind="connection", run_id_ref=run.pk)
     data = json.loads(connection.body)["data"]
