@@ -100,7 +100,8 @@ class Gateway:
             self.config = config
             self.vetting = Vetting(allow_loopback=config.allow_loopback_upstreams,
                                    own_ports=config.own_ports, control_plane=config.control_plane_endpoint,
-                                   also_control_plane=config.also_control_plane)
+                                   also_control_plane=config.also_control_plane,
+                                   private_upstreams=config.private_upstreams)
             self.client = ControlPlaneClient(config.control_plane, config.service_token,
                                              decide_timeout=config.decide_timeout,
                                              outcome_timeout=config.outcome_timeout,
@@ -112,6 +113,9 @@ class Gateway:
                 self._spawn(old.close())
             if config.allow_loopback_upstreams:
                 log.warning("roster_allow_loopback_upstreams is on: for tests only")
+            if config.private_upstreams:
+                log.info("private upstreams the gateway may dial: %s",
+                         ", ".join(map(str, config.private_upstreams)))
         wanted = {k: v for k, v in REQUIRED_OPTIONS.items() if hasattr(opts, k)}
         if hasattr(opts, "body_size_limit"):
             # mitmproxy itself answers 413 for a body over the limit, before reading it.
@@ -125,7 +129,9 @@ class Gateway:
         if self.config and self.config.health_port and self.client:
             self.health = HealthServer(self.config.health_port, self.client.healthy,
                                        cache_seconds=self.config.health_cache_seconds,
-                                       probe_timeout=self.config.decide_timeout)
+                                       probe_timeout=self.config.decide_timeout,
+                                       info={"private_upstreams": [str(e) for e in
+                                                                   self.config.private_upstreams]})
             await self.health.start()
 
     async def shutdown(self) -> None:
