@@ -165,7 +165,8 @@ class Gateway:
         if flow.request.method.upper() == "CONNECT" or self.config is None:
             return
         try:
-            refusal = shapes.check_headers(flow.request, self.config.max_body_bytes)
+            refusal = (shapes.check_sizes(flow.request, self.config)
+                       or shapes.check_headers(flow.request, self.config.max_body_bytes))
         except Exception:  # noqa: BLE001 - fail closed
             refusal = shapes.Refusal("malformed_request", 400, "unreadable request headers")
         if refusal:
@@ -203,7 +204,8 @@ class Gateway:
 
     def _check_request(self, flow: http.HTTPFlow, state: ConnState) -> shapes.Refusal | None:
         request = flow.request
-        refusal = shapes.check_headers(request, self.config.max_body_bytes)
+        refusal = (shapes.check_sizes(request, self.config)
+                   or shapes.check_headers(request, self.config.max_body_bytes))
         if refusal:
             return refusal
         if len(request.raw_content or b"") > self.config.max_body_bytes:

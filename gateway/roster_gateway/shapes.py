@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from mitmproxy import http
 
 from roster_gateway.canonical import host_refusal, method_refusal, path_refusal
+from roster_gateway.options import GatewayConfig
 
 _CONTENT_LENGTH = re.compile(r"^(?:0|[1-9][0-9]*)$")
 _ALLOWED_TE = frozenset({"chunked"})
@@ -183,4 +184,20 @@ def check_canonical(request: http.Request) -> Refusal | None:
                     host_refusal(request.authority) if request.authority else None):
         if problem:
             return Refusal("malformed_request", 400, problem)
+    return None
+
+
+def check_sizes(request: http.Request, config: GatewayConfig) -> Refusal | None:
+    """Limits the decision API also enforces, answered here with the status that names them: an over-long
+    request target is 414, too many or too long header fields 431 (never a control-plane failure)."""
+    max_target, max_headers, max_header = config.max_target_bytes, config.max_headers, config.max_header_bytes
+    if len(request.data.path) > max_target:
+        return Refusal("uri_too_long", 414,
+                       f"request target longer than the gateway's limit of {max_target} bytes")
+    fields = request.headers.fields
+    if len(fields) > max_headers:
+        return Refusal("headers_too_large", 431, f"more than {max_headers} request header fields")
+    if any(len(value) > max_header or len(name) > 256 for name, value in fields):
+        return Refusal("headers_too_large", 431,
+                       f"a request header field is longer than the gateway's limit of {max_header} bytes")
     return None
