@@ -271,6 +271,7 @@ class Gateway:
             if not message.from_client:
                 try:
                     message.content, count = scrubber.scrub(message.content)
+                    scrubber.check_readings(message.content)
                 except Exception:  # noqa: BLE001 - a hook error would forward the message unscrubbed
                     log.warning("websocket message could not be checked for an echoed secret; closing")
                     message.drop()
