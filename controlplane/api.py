@@ -28,7 +28,7 @@ def _invalid_request(request, exc: ValidationError):
 
 
 def _mount_routers() -> None:
-    from controlplane.policy.api import router as gateway_router
+    from controlplane.egress.routes import router as gateway_router
 
     api.add_router("/gateway/", gateway_router)
 
