@@ -135,7 +135,7 @@ async def test_outcome_trace_and_abandon_requests_match_the_fixtures(gw, cp):
     assert sent["abandon"] == (FIXTURES["abandon"]["request"] or {})
 
 
-def test_tripwire_fixture_is_a_no_grant_deny_without_secrets():
+def test_tripwire_fixture_is_a_tripwire_deny_without_secrets():
     answer = FIXTURES["decide_deny_tripwire"]["response"]
     decision = parse_decision(answer)
-    assert decision.reason == "no_grant" and not decision.inject and not decision.replace
+    assert decision.reason == "tripwire" and not decision.inject and not decision.replace
