@@ -40,6 +40,7 @@ class EgressRequest:
     body_sha256: str
     body_preview: str
     mcp: Sequence[tuple[str, str | None]]
+    sentinels: Sequence[str] = ()  # found by the gateway anywhere in the request (docs/wire.md)
 
     @property
     def exact_url(self) -> str:

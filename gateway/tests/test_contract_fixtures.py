@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from roster_gateway.facts import decide_payload
 from roster_gateway.mcp import mcp_calls
+from roster_gateway.sentinels import SentinelFinder
 from roster_gateway.wire import parse_decision, parse_wait
 
 from tests.conftest import make_flow
@@ -45,8 +46,10 @@ def test_gateway_builds_the_fixture_decide_request(name):
     flow = _flow_like(expected)
     body = flow.request.get_content()
     mcp = mcp_calls(flow.request.headers.get("content-type", ""), body)
+    # The fixtures' sentinel is the only one the control plane knows in them.
+    found = SentinelFinder([SENTINEL]).found_in_request(flow.request, 1 << 20)
     payload = decide_payload(flow.request, token=expected["token"], scheme=expected["scheme"], mcp=mcp,
-                             preview_bytes=4096)
+                             preview_bytes=4096, sentinels=found)
     assert set(payload) == set(expected)
     keys = ["token", "method", "scheme", "host", "port", "path", "mcp", "body_size", "body_sha256",
             "body_preview"]
