@@ -1,5 +1,6 @@
 """Admin for workers and runs. A worker's identity (what it *is*) is editable only by a superuser or a
-member of the Admins group; runs are read-only here (they change through services)."""
+member of the Admins group; runs are read-only here (they change through services;
+controlplane.dispatch.admin adds the start and cancel actions)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,3 @@ class RunAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-
-from controlplane.dispatch.admin_actions import install as install_dispatch_actions  # noqa: E402
-
-install_dispatch_actions(RunAdmin)  # start/cancel actions and the start form (engineer E)
