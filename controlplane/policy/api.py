@@ -28,6 +28,7 @@ from pydantic import ConfigDict, Field, StrictInt, StrictStr, field_validator
 from controlplane.approvals.models import Approval
 from controlplane.approvals.selectors import approval_status
 from controlplane.approvals.services import approval_abandon, approval_mark_expired
+from controlplane.core.service_token import gateway_token_sha256
 from controlplane.policy import outcomes, service
 
 log = logging.getLogger(__name__)
@@ -37,12 +38,12 @@ MAX_MESSAGE = 2048
 
 
 class GatewayAuth(HttpBearer):
-    """Compares the bearer's SHA-256 with the configured hash in constant time; no hash configured means
-    every call is refused."""
+    """Compares the bearer's SHA-256 with the configured hash (read when used, so a token minted after this
+    process started counts) in constant time; no hash configured means every call is refused."""
 
     # async (no I/O inside): ninja then calls it on the event loop instead of hopping to a thread.
     async def authenticate(self, request, token: str):
-        expected = (settings.ROSTER_GATEWAY_TOKEN_SHA256 or "").strip().lower()
+        expected = gateway_token_sha256()
         if not expected or not token:
             return None
         offered = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
