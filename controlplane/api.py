@@ -2,13 +2,7 @@
 
 from ninja import NinjaAPI
 
+from controlplane.egress.routes import router as gateway_router
+
 api = NinjaAPI(title="Roster control plane", version="1", urls_namespace="api")
-
-
-def _mount_routers() -> None:
-    from controlplane.egress.routes import router as gateway_router
-
-    api.add_router("/gateway/", gateway_router)
-
-
-_mount_routers()
+api.add_router("/gateway/", gateway_router)

@@ -84,9 +84,9 @@ def test_logs_say_when_output_was_truncated(worker):
 
 
 def test_cancel_a_queued_run_revokes_its_token(worker, monkeypatch):
-    from controlplane.dispatch import services
+    from controlplane.dispatch import cancelling
 
-    monkeypatch.setattr(services, "docker_client", lambda: pytest.fail("no box to kill"))
+    monkeypatch.setattr(cancelling, "docker_client", lambda: pytest.fail("no box to kill"))
     run, token = run_create(worker, command=["true"])
     out, _ = _cli("cancel", str(run.pk))
     assert out == f"run {run.pk}: cancelled (cancelled by command line)\n"

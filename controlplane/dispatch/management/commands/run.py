@@ -17,7 +17,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.core.errors import RosterError
-from controlplane.dispatch.services import run_cancel, run_start
+from controlplane.dispatch.cancelling import run_cancel
+from controlplane.dispatch.starting import run_start
 from controlplane.fleet.models import Run, Worker
 from controlplane.fleet.selectors import run_get, run_list, worker_get
 from controlplane.fleet.services import run_create
