@@ -165,7 +165,8 @@ class Gateway:
         if flow.request.method.upper() == "CONNECT" or self.config is None:
             return
         try:
-            refusal = shapes.check_headers(flow.request, self.config.max_body_bytes)
+            refusal = (shapes.check_sizes(flow.request, self.config)
+                       or shapes.check_headers(flow.request, self.config.max_body_bytes))
         except Exception:  # noqa: BLE001 - fail closed
             refusal = shapes.Refusal("malformed_request", 400, "unreadable request headers")
         if refusal:
@@ -203,7 +204,8 @@ class Gateway:
 
     def _check_request(self, flow: http.HTTPFlow, state: ConnState) -> shapes.Refusal | None:
         request = flow.request
-        refusal = shapes.check_headers(request, self.config.max_body_bytes)
+        refusal = (shapes.check_sizes(request, self.config)
+                   or shapes.check_headers(request, self.config.max_body_bytes))
         if refusal:
             return refusal
         if len(request.raw_content or b"") > self.config.max_body_bytes:
@@ -212,7 +214,8 @@ class Gateway:
         if refusal:
             return refusal
         sni = flow.client_conn.sni if request.scheme == "https" else None
-        return shapes.check_authority(request, connect_target=state.connect_target, sni=sni)
+        return (shapes.check_authority(request, connect_target=state.connect_target, sni=sni)
+                or shapes.check_canonical(request))
 
     async def _allow(self, flow: http.HTTPFlow, decision: Decision, state: ConnState) -> None:
         request = flow.request
@@ -268,6 +271,7 @@ class Gateway:
             if not message.from_client:
                 try:
                     message.content, count = scrubber.scrub(message.content)
+                    scrubber.check_readings(message.content)
                 except Exception:  # noqa: BLE001 - a hook error would forward the message unscrubbed
                     log.warning("websocket message could not be checked for an echoed secret; closing")
                     message.drop()
