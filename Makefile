@@ -18,7 +18,7 @@ down:
 	scripts/down.sh
 
 lint: deps
-	.venv/bin/ruff check controlplane tests workers gateway/roster_gateway gateway/tests scripts bench
+	.venv/bin/ruff check controlplane tests workers tools gateway/roster_gateway gateway/tests scripts bench
 	PYTHONPATH=.:gateway .venv/bin/lint-imports
 	$(PY) scripts/check_file_lengths.py
 	$(PY) scripts/check_dependencies_documented.py

@@ -14,7 +14,8 @@ from tools.scripted_model.server import ScriptedModel, make_server
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.scripted_model", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.scripted_model",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--script", type=Path, required=True, help="the script file (JSON)")
     parser.add_argument("--key-file", type=Path, required=True, help="file holding the only accepted key")
     parser.add_argument("--host", default="127.0.0.1")

@@ -49,7 +49,8 @@ def chat_completion(step: Step, model: str, request_bytes: bytes) -> dict:
                       "total_tokens": prompt + completion}}
 
 
-def chat_completion_stream(step: Step, model: str, request_bytes: bytes, include_usage: bool) -> Iterator[bytes]:
+def chat_completion_stream(step: Step, model: str, request_bytes: bytes,
+                           include_usage: bool) -> Iterator[bytes]:
     prompt, completion = _usage_numbers(step, request_bytes)
     base = {"id": _id("chatcmpl-"), "object": "chat.completion.chunk", "created": int(time.time()),
             "model": model}
@@ -94,7 +95,8 @@ def response_object(step: Step, model: str, request_bytes: bytes, *, items: list
     prompt, completion = _usage_numbers(step, request_bytes)
     return {"id": _id("resp_"), "object": "response", "created_at": int(time.time()), "status": status,
             "model": model, "output": _response_items(step) if items is None else items,
-            "usage": {"input_tokens": prompt, "output_tokens": completion, "total_tokens": prompt + completion,
+            "usage": {"input_tokens": prompt, "output_tokens": completion,
+                      "total_tokens": prompt + completion,
                       "input_tokens_details": {"cached_tokens": 0},
                       "output_tokens_details": {"reasoning_tokens": 0}}}
 
@@ -155,12 +157,13 @@ def anthropic_message(step: Step, model: str, request_bytes: bytes) -> dict:
 def anthropic_stream(step: Step, model: str, request_bytes: bytes) -> Iterator[bytes]:
     prompt, completion = _usage_numbers(step, request_bytes)
     start = {"id": _id("msg_"), "type": "message", "role": "assistant", "model": model, "content": [],
-             "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": prompt, "output_tokens": 1}}
+             "stop_reason": None, "stop_sequence": None,
+             "usage": {"input_tokens": prompt, "output_tokens": 1}}
     yield sse({"type": "message_start", "message": start}, event="message_start")
     for index, block in enumerate(_anthropic_blocks(step)):
         if block["type"] == "text":
-            yield sse({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
-                      event="content_block_start")
+            yield sse({"type": "content_block_start", "index": index,
+                       "content_block": {"type": "text", "text": ""}}, event="content_block_start")
             for piece in _pieces(block["text"]):
                 yield sse({"type": "content_block_delta", "index": index,
                            "delta": {"type": "text_delta", "text": piece}}, event="content_block_delta")

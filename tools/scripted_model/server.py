@@ -97,8 +97,8 @@ def _handler(model: ScriptedModel):
                    "/v1/messages": "anthropic"}.get(route)
             length = int(self.headers.get("content-length") or 0)
             if api is None or not 0 < length <= MAX_BODY:
-                self._send_json(404 if api is None else 400,
-                                {"error": {"message": "unknown route or bad body", "type": "invalid_request_error"}})
+                error = {"message": "unknown route or bad body", "type": "invalid_request_error"}
+                self._send_json(404 if api is None else 400, {"error": error})
                 return
             raw = self.rfile.read(length)
             authorized = model.key_matches(_credential(self.headers, api == "anthropic"))
@@ -126,7 +126,8 @@ def _handler(model: ScriptedModel):
             step, name = model.script.step(turns), model.script.model
             if api == "chat" and stream:
                 options = body.get("stream_options") or {}
-                self._send_stream(formats.chat_completion_stream(step, name, raw, bool(options.get("include_usage"))))
+                usage = bool(options.get("include_usage"))
+                self._send_stream(formats.chat_completion_stream(step, name, raw, usage))
             elif api == "chat":
                 self._send_json(200, formats.chat_completion(step, name, raw))
             elif api == "responses" and stream:

@@ -107,5 +107,6 @@ def _finish(log: Transcript, outcome: Outcome) -> None:
     else:
         log.say(f"roster agent: {outcome.why}")
     summary = {"turns": outcome.turns, "model_calls": outcome.model_calls, "tokens": outcome.tokens,
-               "tool_calls": outcome.tool_calls, "refusals": len(outcome.refusals), "exit_code": outcome.exit_code}
+               "tool_calls": outcome.tool_calls, "refusals": len(outcome.refusals),
+               "exit_code": outcome.exit_code}
     log.say("roster agent: summary " + json.dumps(summary, sort_keys=True))

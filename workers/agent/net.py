@@ -49,7 +49,8 @@ class Refusal:
 
     def describe(self) -> str:
         what = {402: "over budget", 403: "forbidden", 407: "no valid run identity"}.get(self.status, "failed")
-        return f"REFUSED by the Roster gateway (HTTP {self.status} {what}, reason {self.reason}): {self.message}"
+        return (f"REFUSED by the Roster gateway (HTTP {self.status} {what}, reason {self.reason}): "
+                f"{self.message}")
 
 
 def refusal_of(status: int, headers: dict[str, str], body: bytes) -> Refusal | None:

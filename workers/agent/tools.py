@@ -114,7 +114,8 @@ def _mcp_post(config: AgentConfig, url: str, message: dict, session: str) -> net
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if session:
         headers["Mcp-Session-Id"] = session
-    return net.send("POST", url, headers=headers, body=json.dumps(message).encode(), timeout=config.http_timeout)
+    return net.send("POST", url, headers=headers, body=json.dumps(message).encode(),
+                    timeout=config.http_timeout)
 
 
 def mcp_call(config: AgentConfig, server: str, tool: str, arguments: dict | None = None) -> str:

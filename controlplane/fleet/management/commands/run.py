@@ -2,6 +2,7 @@
 
     run create WORKER [--proactive]                       record only; prints the id and the raw token once
     run start WORKER [--proactive] [--timeout S] -- COMMAND ARGS…
+    run start WORKER --agent "TASK" [--proactive] [--timeout S]   the reference agent (workers/agent)
     run wait ID [--timeout S]                             exit status 0 only if the run succeeded
     run logs ID
     run list [--worker NAME] [--status STATUS] [--limit N]
@@ -17,6 +18,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.core.errors import RosterError
+from controlplane.dispatch.box import AGENT_COMMAND
 from controlplane.dispatch.services import run_cancel, run_start
 from controlplane.fleet.models import Run, Worker
 from controlplane.fleet.selectors import run_get, run_list, worker_get
@@ -84,6 +86,8 @@ class Command(BaseCommand):
         start.add_argument("worker")
         start.add_argument("--proactive", action="store_true", help="not filed by a human: budgets gate it")
         start.add_argument("--timeout", type=int, default=None, help="seconds before the box is killed")
+        start.add_argument("--agent", metavar="TASK", default=None,
+                           help="run the reference agent (python3 -m workers.agent) on this task")
         start.add_argument("command", nargs="*", help="-- COMMAND ARGS…")
         wait = sub.add_parser("wait", help="wait for a run to end")
         wait.add_argument("id", type=int)
@@ -109,7 +113,13 @@ class Command(BaseCommand):
         self.stdout.write(f"run {run.pk}")
         self.stdout.write(f"token {raw}")  # shown once; only its SHA-256 is kept
 
-    def do_start(self, *, worker, proactive, timeout, command, **_):
+    def do_start(self, *, worker, proactive, timeout, command, agent=None, **_):
+        if agent is not None:
+            if command:
+                raise CommandError("give either --agent TASK or a command after --, not both")
+            if not agent.strip():
+                raise CommandError("--agent needs a task")
+            command = [*AGENT_COMMAND, agent]
         if not command:
             raise CommandError("give the command after --, e.g. run start WORKER -- python3 -m agent")
         if timeout is not None and timeout <= 0:
