@@ -34,6 +34,13 @@ def proxy_url(network: BoxNetwork, token: str) -> str:
 AGENT_COMMAND = ("python3", "-m", "workers.agent")
 
 
+def agent_command(task: str) -> list[str]:
+    """The reference agent on `task`, with the model this control plane is set to use written into the
+    run's command, so the run record says which model it talked to."""
+    return [*AGENT_COMMAND, "--base-url", settings.ROSTER_AGENT_BASE_URL,
+            "--model", settings.ROSTER_AGENT_MODEL, "--", task]
+
+
 def agent_environment() -> dict[str, str]:
     """Where the reference agent (workers/agent) finds its model: settings, never a secret."""
     return {

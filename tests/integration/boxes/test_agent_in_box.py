@@ -60,7 +60,7 @@ def test_agent_in_a_box_through_the_gateway(stack, settings, client, monkeypatch
                              host="127.0.0.1", port=site_port, paths=["/notes/*"])
         settings.ROSTER_AGENT_BASE_URL = f"https://127.0.0.1:{model_port}/v1"
         settings.ROSTER_AGENT_MODEL = "roster-scripted"
-        run, _ = run_create(worker, command=[*box_module.AGENT_COMMAND, "Read today's notes and report."],
+        run, _ = run_create(worker, command=box_module.agent_command("Read today's notes and report."),
                             timeout_seconds=120)
         run_dispatch(run.pk)
     run.refresh_from_db()

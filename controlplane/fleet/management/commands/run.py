@@ -18,7 +18,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.core.errors import RosterError
-from controlplane.dispatch.box import AGENT_COMMAND
+from controlplane.dispatch.box import agent_command
 from controlplane.dispatch.services import run_cancel, run_start
 from controlplane.fleet.models import Run, Worker
 from controlplane.fleet.selectors import run_get, run_list, worker_get
@@ -119,7 +119,7 @@ class Command(BaseCommand):
                 raise CommandError("give either --agent TASK or a command after --, not both")
             if not agent.strip():
                 raise CommandError("--agent needs a task")
-            command = [*AGENT_COMMAND, agent]
+            command = agent_command(agent)
         if not command:
             raise CommandError("give the command after --, e.g. run start WORKER -- python3 -m agent")
         if timeout is not None and timeout <= 0:
