@@ -34,11 +34,11 @@ def proxy_url(network: BoxNetwork, token: str) -> str:
 AGENT_COMMAND = ("python3", "-m", "workers.agent")
 
 
-def agent_command(task: str) -> list[str]:
+def agent_command(task: str, *, base_url: str = "", model: str = "") -> list[str]:
     """The reference agent on `task`, with the model this control plane is set to use written into the
     run's command, so the run record says which model it talked to."""
-    return [*AGENT_COMMAND, "--base-url", settings.ROSTER_AGENT_BASE_URL,
-            "--model", settings.ROSTER_AGENT_MODEL, "--", task]
+    return [*AGENT_COMMAND, "--base-url", base_url or settings.ROSTER_AGENT_BASE_URL,
+            "--model", model or settings.ROSTER_AGENT_MODEL, "--", task]
 
 
 def agent_environment() -> dict[str, str]:
