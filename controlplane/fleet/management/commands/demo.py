@@ -70,7 +70,7 @@ class Command(BaseCommand):
         self.say("")
         self.say("== audit verify")
         result = verify_database()
-        self.say(f"  {'OK' if result.ok else 'BROKEN'}: {result.message}")
+        self.say(f"  {result.message}")
         self.say(f"demo took {time.time() - began:.0f} s")
         self.say(summary_line(facts, result.ok))
         problems = self._problems(run, facts, received, result.ok)
