@@ -263,3 +263,14 @@ ROSTER_GATEWAY_DB_THREADS = _env_int("ROSTER_GATEWAY_DB_THREADS", 1)
 ROSTER_DECISION_API_HOST = os.environ.get("ROSTER_DECISION_API_HOST", "127.0.0.1")
 ROSTER_DECISION_API_PORT = _env_int("ROSTER_DECISION_API_PORT", 8002)
 ROSTER_DECISION_API_KEEPALIVE_SECONDS = _env_int("ROSTER_DECISION_API_KEEPALIVE_SECONDS", 75)
+# The reference agent (workers/agent; `run start WORKER --agent TASK`): where its model is, passed to every
+# box as ROSTER_AGENT_* variables. Not secrets: the key stays in the vault and reaches the provider only
+# through a grant that injects it (the box holds the sentinel in ROSTER_AGENT_KEY_VARIABLE). To use a real
+# provider, change ROSTER_AGENT_BASE_URL (and ROSTER_AGENT_MODEL) and grant its host with key injection.
+ROSTER_AGENT_BASE_URL = os.environ.get("ROSTER_AGENT_BASE_URL", "https://api.openai.com/v1")
+ROSTER_AGENT_MODEL = os.environ.get("ROSTER_AGENT_MODEL", "gpt-4o-mini")
+ROSTER_AGENT_KEY_VARIABLE = os.environ.get("ROSTER_AGENT_KEY_VARIABLE", "OPENAI_API_KEY")
+ROSTER_AGENT_MAX_TURNS = _env_int("ROSTER_AGENT_MAX_TURNS", 12)
+ROSTER_AGENT_MAX_TOKENS = _env_int("ROSTER_AGENT_MAX_TOKENS", 20000)
+# MCP servers the agent may call, `name=url,name=url` (each still needs a grant naming its tools).
+ROSTER_AGENT_MCP_SERVERS = os.environ.get("ROSTER_AGENT_MCP_SERVERS", "")
