@@ -12,6 +12,8 @@ COPY controlplane ./controlplane
 COPY templates ./templates
 COPY manage.py ./
 RUN pip install --no-cache-dir .
+# ROSTER_VAR_DIR: the settings create it at import, as the unprivileged user.
+RUN install -d -o roster -g roster -m 700 /var/lib/roster
 USER roster
 ENV ROSTER_VAR_DIR=/var/lib/roster
 EXPOSE 8000
