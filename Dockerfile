@@ -1,5 +1,5 @@
-# The control plane image (web, celery worker, celery beat). Needs a registry for the base image;
-# on one machine without one, `make up` runs the same processes from the virtualenv instead.
+# The control plane image (web, decision API, celery worker, celery beat). BASE is the official Python
+# image; where no registry is reachable, deploy/local-images.sh builds a stand-in (roster-python:bookworm).
 ARG BASE=python:3.11-slim-bookworm
 FROM ${BASE}
 RUN useradd --create-home --uid 10001 roster

@@ -11,7 +11,7 @@ import secrets
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -41,7 +41,8 @@ def run(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 
     result = subprocess.run(args, cwd=REPO, env={**os.environ, **(env or {})}, input=stdin, text=True,
                             capture_output=True, timeout=timeout)
     if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+        command = " ".join(args)
+        raise AssertionError(f"{command} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
     return result
 
 
@@ -73,7 +74,6 @@ class ComposeStack:
     hosts: list[BoxHost]
     upstream_port: int
     logs: Path
-    files: dict[str, list[str]] = field(default_factory=dict)
 
     def project_of(self, host: int) -> tuple[str, list[str], dict[str, str]]:
         """(project, compose files, environment) of box host 0 (compose.yaml) or 1 (compose.box-host.yaml)."""
@@ -172,8 +172,8 @@ def compose_stack(tmp: Path, logs: Path):
     upstream_port = procs.free_port()
     env["ROSTER_GATEWAY_PRIVATE_UPSTREAMS"] = f"127.0.0.1:{upstream_port}"
     hosts: list[BoxHost] = []
-    stack = ComposeStack(compose=compose, project=namespace, env=env, hosts=hosts, upstream_port=upstream_port,
-                         logs=logs)
+    stack = ComposeStack(compose=compose, project=namespace, env=env, hosts=hosts,
+                         upstream_port=upstream_port, logs=logs)
     try:
         for index in (1, 2):
             hosts.append(_lock_network(namespace, index, procs.free_port(), tmp))

@@ -21,7 +21,7 @@ def _grant(port: int) -> str:
 
 
 def _box_run(stack, upstream: str) -> tuple[str, str]:
-    """One run: an allowed request, a denied one, and which gateway the box was given. Returns (status, logs)."""
+    """One run: an allowed request, a denied one, and the gateway the box was given. (status, logs)"""
     script = (f'curl -sS {upstream}/allowed; echo; curl -sS {upstream}/denied; echo; '
               'echo "gateway ${HTTP_PROXY##*@}"')
     started = stack.manage("run", "start", WORKER, "--timeout", "60", "--", "sh", "-c", script).stdout
@@ -34,10 +34,8 @@ def _box_run(stack, upstream: str) -> tuple[str, str]:
 def configured(stack, upstream):
     stack.manage("worker", "create", WORKER)
     # grants import reads a directory: one file, written inside the web container from stdin.
-    stack.compose_run(0, "exec", "-T", "web", "sh", "-c",
-                      "mkdir -p /tmp/grants && cat > /tmp/grants/compose-local.toml",
-                      stdin=_grant(stack.upstream_port))
-    stack.manage("grants", "import", "/tmp/grants")
+    script = 'd=$(mktemp -d) && cat > "$d/compose-local.toml" && python manage.py grants import "$d"'
+    stack.compose_run(0, "exec", "-T", "web", "sh", "-c", script, stdin=_grant(stack.upstream_port))
     return upstream
 
 
