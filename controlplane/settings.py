@@ -230,6 +230,9 @@ ROSTER_PREFLIGHT_TIMEOUT_SECONDS = _env_float("ROSTER_PREFLIGHT_TIMEOUT_SECONDS"
 ROSTER_RUN_START_GRACE_SECONDS = _env_int("ROSTER_RUN_START_GRACE_SECONDS", 120)
 # How long the reaper leaves an exited box to its watcher before finalising it itself.
 ROSTER_REAP_EXITED_GRACE_SECONDS = _env_int("ROSTER_REAP_EXITED_GRACE_SECONDS", 10)
+# A live run of another box host this long past its deadline is failed by any host's reaper (its own host
+# stopped reconciling: gone, or its worker down); ending it revokes its token at every gateway.
+ROSTER_REAP_OTHER_HOST_GRACE_SECONDS = _env_int("ROSTER_REAP_OTHER_HOST_GRACE_SECONDS", 300)
 # A queued run older than this is dispatched again (its message was lost); dispatch is idempotent.
 ROSTER_RUN_REQUEUE_SECONDS = _env_int("ROSTER_RUN_REQUEUE_SECONDS", 60)
 ROSTER_BOX_KILL_WAIT_SECONDS = _env_int("ROSTER_BOX_KILL_WAIT_SECONDS", 10)

@@ -38,6 +38,7 @@ def run_claim(run_id: int) -> tuple[Run, str] | None:
     with transaction.atomic():
         claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
             status=Run.Status.STARTING, status_reason="", token_hash=hashed, deadline=grace,
+            box_host=settings.ROSTER_BOX_NAMESPACE,
         )
         if not claimed:
             return None
