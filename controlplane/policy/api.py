@@ -23,11 +23,12 @@ from django.utils import timezone
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
-from pydantic import ConfigDict, Field, StrictInt, StrictStr, field_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from controlplane.approvals.models import Approval
 from controlplane.approvals.selectors import approval_status
 from controlplane.approvals.services import approval_abandon, approval_mark_expired
+from controlplane.ledger.types import ModelCallFacts, TokenUsage
 from controlplane.policy import outcomes, service
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,42 @@ HeaderValue = Annotated[StrictStr, Field(max_length=settings.ROSTER_DECIDE_MAX_H
 HeaderName = Annotated[StrictStr, Field(min_length=1, max_length=256)]
 
 
+ModelName = Annotated[StrictStr, Field(max_length=200)]
+
+
+class ModelCallIn(Strict):
+    """A model call's facts as the gateway read them from the request (docs/wire.md)."""
+
+    api: Literal["chat", "responses", "messages"]
+    model: ModelName
+    stream: StrictBool
+    max_output_tokens: Annotated[StrictInt, Field(ge=1, le=2**53)] | None
+    choices: Annotated[StrictInt, Field(ge=1, le=128)]
+    input_estimate: NonNegative
+
+    def facts(self) -> ModelCallFacts:
+        return ModelCallFacts(api=self.api, model=self.model, stream=self.stream,
+                              max_output_tokens=self.max_output_tokens, choices=self.choices,
+                              input_estimate=self.input_estimate)
+
+
+class UsageIn(Strict):
+    """A model call's usage as the gateway read it from the response (docs/wire.md)."""
+
+    known: StrictBool
+    model: ModelName
+    input: NonNegative
+    cached_input: NonNegative
+    output: NonNegative
+    reasoning: NonNegative
+    problem: Annotated[StrictStr, Field(max_length=200)] = ""
+
+    def usage(self) -> TokenUsage:
+        return TokenUsage(known=self.known, model=self.model, input=self.input,
+                          cached_input=self.cached_input, output=self.output,
+                          reasoning=self.reasoning, problem=self.problem)
+
+
 class DecideIn(Strict):
     token: Annotated[StrictStr, Field(max_length=MAX_TOKEN)]
     method: Annotated[StrictStr, Field(pattern=r"^[A-Z][A-Z-]{0,15}$")]
@@ -81,6 +118,7 @@ class DecideIn(Strict):
     body_sha256: Annotated[StrictStr, Field(pattern=r"^([0-9a-f]{64})?$")]
     body_preview: Annotated[StrictStr, Field(max_length=settings.ROSTER_BODY_PREVIEW_BYTES)]
     mcp: Annotated[list[McpIn], Field(max_length=settings.ROSTER_DECIDE_MAX_MCP_CALLS)]
+    model_call: ModelCallIn | None = None
 
 
 class InjectOut(Strict):
@@ -99,6 +137,7 @@ class BudgetOut(Strict):
     window: str
     limit: int
     spent: int
+    reserved: int = 0
 
 
 class DecideOut(Strict):
@@ -135,6 +174,7 @@ class OutcomeIn(Strict):
     error: Str = ""
     # Echoes of the injected secret the gateway replaced in the response; > 0 is audited as a tripwire.
     scrubbed: NonNegative = 0
+    usage: UsageIn | None = None  # a model call's usage; absent or not known settles its worst case
 
 
 class OutcomesIn(Strict):
@@ -200,6 +240,7 @@ async def decide(request, body: DecideIn):
         path=body.path,
         headers=tuple(body.headers), body_size=body.body_size, body_sha256=body.body_sha256,
         body_preview=body.body_preview, mcp=tuple((m.method, m.tool) for m in body.mcp),
+        model_call=body.model_call.facts() if body.model_call else None,
     ))
 
 
@@ -258,7 +299,7 @@ async def outcome(request, body: OutcomeIn):
 def _outcome(body: OutcomeIn) -> Status:
     try:
         outcomes.outcome_report(body.decision_id, body.status, body.request_bytes, body.response_bytes,
-                               body.error, body.scrubbed)
+                               body.error, body.scrubbed, body.usage.usage() if body.usage else None)
     except outcomes.OutcomeUnknown:
         return Status(404, {"detail": "no allowed decision with this id"})
     except outcomes.OutcomeConflict:
@@ -268,8 +309,8 @@ def _outcome(body: OutcomeIn) -> Status:
 
 @router.post("/outcomes", response={200: OutcomesOut}, summary="Report many outcomes at once")
 async def outcomes_batch(request, body: OutcomesIn):
-    items = [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error, o.scrubbed)
-             for o in body.outcomes]
+    items = [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error, o.scrubbed,
+              o.usage.usage() if o.usage else None) for o in body.outcomes]
     return {"results": await in_pool(request, outcomes.outcomes_report, items)}
 
 

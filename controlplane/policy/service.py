@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from functools import cached_property
 from types import SimpleNamespace
@@ -31,7 +31,7 @@ from controlplane.fleet.models import Run, RunDecision
 from controlplane.fleet.selectors import live_run_for_token
 from controlplane.fleet.services import run_raise_taint
 from controlplane.ledger.services import reserve
-from controlplane.ledger.types import OverBudget
+from controlplane.ledger.types import ModelCallFacts, OverBudget
 from controlplane.policy import engine
 from controlplane.policy.engine import DenyReason, Verdict
 from controlplane.policy.models import Grant
@@ -61,6 +61,7 @@ class EgressRequest:
     body_sha256: str
     body_preview: str
     mcp: Sequence[tuple[str, str | None]]
+    model_call: ModelCallFacts | None = None  # a model call: its worst case is reserved in tokens and money
 
     @property
     def exact_url(self) -> str:
@@ -242,10 +243,11 @@ _INSERT_RUN_DECISION = (
 
 def _allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str, url: str, host: str,
            sentinel_ids: frozenset[int], state: _PolicyState | None = None,
+           model_call: ModelCallFacts | None = None,
            ) -> tuple[engine.Decision, dict | None, list[dict], list[dict]]:
     grant = decision.grant
     reserved = reserve(worker=run.worker, run=run, grant_slug=grant.slug, decision_id=decision_id,
-                       cost_micro=int(grant.cost_per_call), origin=run.origin)
+                       cost_micro=int(grant.cost_per_call), origin=run.origin, model_call=model_call)
     if isinstance(reserved, OverBudget):
         return engine.deny(DenyReason.OVER_BUDGET, reserved.message), reserved.as_dict(), [], []
     with connection.cursor() as cur:  # plain SQL: the ORM's create() costs more than the insert
@@ -365,7 +367,8 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
                                      snapshot=_snapshot(req, sentinel_ids), now=now, digest=digest)
     if decision.verdict == Verdict.ALLOW:
         decision, budget, inject, replace = _allow(run, decision, decision_id, method=req.method, url=req.url,
-                                                   host=req.host, sentinel_ids=sentinel_ids, state=state)
+                                                   host=req.host, sentinel_ids=sentinel_ids, state=state,
+                                                   model_call=req.model_call)
     _audit_decision(decision, decision_id, run=run, method=req.method, url=req.url, extra={
         "body_sha256": req.body_sha256, "body_size": req.body_size, "mcp": mcp_for_record(req.mcp),
         "approval": str((approval or granted).pk) if (approval or granted) else None, "budget": budget,
@@ -385,8 +388,15 @@ def _snapshot(req: EgressRequest, sentinel_ids: frozenset[int]) -> dict:
     # Stored, so masked like the URL: the query is never matched, and a mask stays inside its segment.
     snapshot["facts"] = {"scheme": req.scheme, "host": req.host, "port": req.port,
                          "path": url_for_record(req.path, sentinels), "mcp": mcp_for_record(req.mcp),
-                         "sentinel_secret_ids": sorted(sentinel_ids)}
+                         "sentinel_secret_ids": sorted(sentinel_ids),
+                         "model_call": asdict(req.model_call) if req.model_call else None}
     return snapshot
+
+
+def _model_call_of(facts: dict) -> ModelCallFacts | None:
+    """The approved request's model-call facts, as stored when it was held."""
+    stored = facts.get("model_call")
+    return ModelCallFacts(**stored) if stored else None
 
 
 # --- /approvals/{id}/wait: the approval has left "pending"; turn it into the final decision ---
@@ -430,7 +440,8 @@ def _approval_conclude(approval_id, decision_id: str) -> dict:
         if decision.verdict == Verdict.ALLOW:
             decision, budget, inject, replace = _allow(run, decision, decision_id, method=req["method"],
                                                        url=req["url"], host=facts["host"],
-                                                       sentinel_ids=sentinel_ids)
+                                                       sentinel_ids=sentinel_ids,
+                                                       model_call=_model_call_of(facts))
     _audit_decision(decision, decision_id, run=run, method=req.get("method", ""), url=req.get("url", ""),
                     extra={"approval": str(approval.pk), "approved_by": who if status == "approved" else None,
                            "budget": budget})
