@@ -143,6 +143,11 @@ class Scrubber:
     def __bool__(self) -> bool:
         return self._pattern is not None
 
+    @property
+    def longest_form(self) -> int:
+        """Bytes in the longest form looked for: a stream scrubber holds back one less than this."""
+        return max(map(len, self._swaps), default=0)
+
     def scrub(self, data: bytes) -> tuple[bytes, int]:
         """`data` with every form replaced, and how many replacements were made."""
         if self._pattern is None or not data:
@@ -155,7 +160,7 @@ class Scrubber:
                 return data, total
         raise Unscrubbable("echoes of a secret remain after scrubbing")
 
-    def _scrub_fields(self, fields: tuple[tuple[bytes, bytes], ...]) -> tuple[tuple, int]:
+    def scrub_fields(self, fields: tuple[tuple[bytes, bytes], ...]) -> tuple[tuple, int]:
         out, total = [], 0
         for name, value in fields:
             new_name, a = self.scrub(name)
@@ -183,12 +188,12 @@ class Scrubber:
             if count:
                 response.set_content(new_body)
                 total += count
-        fields, count = self._scrub_fields(response.headers.fields)
+        fields, count = self.scrub_fields(response.headers.fields)
         if count:
             response.headers.fields = fields
             total += count
         if response.trailers is not None:
-            fields, count = self._scrub_fields(response.trailers.fields)
+            fields, count = self.scrub_fields(response.trailers.fields)
             if count:
                 response.trailers.fields = fields
                 total += count
