@@ -56,12 +56,14 @@ class ResponseStream:
         self.scrubber = scrubber
         self.upstream_bytes = 0
 
-    def __call__(self, data: bytes) -> bytes:
+    def __call__(self, data: bytes) -> list[bytes]:
+        """The pieces to send on; never an empty piece (in HTTP/1.1 chunked framing an empty chunk would
+        end the box's response early)."""
         self.upstream_bytes += len(data)
         out = self.meter.feed(data) if self.meter is not None else data
-        if self.scrubber is None:
-            return out
-        return self.scrubber.feed(out, end=data == b"")
+        if self.scrubber is not None:
+            out = self.scrubber.feed(out, end=data == b"")
+        return [out] if out else []
 
 
 def _identity(response: http.Response) -> bool:
