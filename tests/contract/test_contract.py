@@ -99,8 +99,8 @@ def _allowed(gateway, token, make_grant, **grant_fields):
     return gateway.decide(contract.load("decide_allow_trace", **{contract.TOKEN: token})["request"])
 
 
-OTHER_FIXTURES = ["outcome", "outcome_usage", "outcomes", "outcome_unknown", "outcome_settled", "trace", "abandon", "health",
-                  "unknown_field"]
+OTHER_FIXTURES = ["outcome", "outcome_usage", "outcomes", "outcome_unknown", "outcome_settled", "trace",
+                  "abandon", "health", "unknown_field"]
 
 
 @pytest.mark.parametrize("name", OTHER_FIXTURES)
