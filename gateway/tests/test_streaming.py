@@ -9,11 +9,11 @@ from urllib.parse import quote
 
 import pytest
 from mitmproxy.test import tflow, tutils
-
 from roster_gateway.metering import ResponseMeter
 from roster_gateway.model_calls import CHAT, ModelCall
 from roster_gateway.scrub import Unscrubbable, scrubber_for
 from roster_gateway.streaming import ResponseStream, StreamScrubber, start_stream, streamable
+
 from tests import model_shapes as m
 
 SENTINEL = "sk-roster-SENTINELsentinelSENTINEL01"
