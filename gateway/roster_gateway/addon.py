@@ -10,7 +10,7 @@ import logging
 from mitmproxy import connection, ctx, exceptions, http, tcp, tls, udp
 from mitmproxy.proxy import layer, layers
 
-from roster_gateway import shapes
+from roster_gateway import proposals, shapes
 from roster_gateway.addresses import AddressRefused, Vetting, vetted_address
 from roster_gateway.approvals import decide_and_hold
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown, Transport
@@ -189,6 +189,9 @@ class Gateway:
         refusal = self._check_request(flow, state)
         if refusal is not None:
             deny_flow(flow, refusal.status, refusal.reason, refusal.message)
+            return
+        if proposals.is_reserved(self, flow.request.host):
+            await proposals.answer(self, flow, token)  # answered here, never dialled, never /decide
             return
         try:
             body = flow.request.get_content(strict=True) or b""

@@ -36,6 +36,8 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
      "server, when roster_control_plane is the decision API's own process)"),
     ("roster_outcome_flush_ms", int, 5,
      "Milliseconds an outcome report waits for others to share its POST /outcomes (0: send at once)"),
+    ("roster_proposals_host", str, "proposals.roster.invalid",
+     "Reserved name the gateway answers itself for proposals (never dialled; must end in .invalid)"),
     ("roster_outcome_batch_max", int, 100, "Most outcomes in one POST /outcomes (the control plane allows "
      "ROSTER_OUTCOME_BATCH_MAX)"),
 )
@@ -60,6 +62,7 @@ class GatewayConfig:
     outcome_flush_delay: float = 0.005
     also_control_plane: tuple[tuple[str, int], ...] = ()
     outcome_batch_max: int = 100
+    proposals_host: str = "proposals.roster.invalid"
 
 
 def read_token_file(path: str) -> str:
@@ -94,6 +97,14 @@ def _listen_ports(opts) -> set[int]:
         if port.isdigit():
             ports.add(int(port))
     return ports
+
+
+def _proposals_host(name: str) -> str:
+    # RFC 6761: .invalid never resolves, so the reserved name can never be a real upstream.
+    name = name.strip().lower()
+    if not name.endswith(".invalid") or not name.removesuffix(".invalid"):
+        raise exceptions.OptionsError("roster_proposals_host must be a name under .invalid")
+    return name
 
 
 def build_config(opts) -> GatewayConfig:
@@ -132,6 +143,7 @@ def build_config(opts) -> GatewayConfig:
         own_ports=frozenset(own),
         outcome_flush_delay=opts.roster_outcome_flush_ms / 1000,
         outcome_batch_max=int(opts.roster_outcome_batch_max),
+        proposals_host=_proposals_host(opts.roster_proposals_host),
     )
 
 

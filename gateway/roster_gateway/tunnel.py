@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from mitmproxy import http
 
-from roster_gateway import shapes
+from roster_gateway import proposals, shapes
 from roster_gateway.approvals import decide_and_hold
 from roster_gateway.client import ControlPlaneDown
 from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
@@ -38,6 +38,8 @@ async def judge_connect(gw: Gateway, flow: http.HTTPFlow) -> None:
     state = gw._conn(flow.client_conn)
     state.token = token
     state.connect_target = (host, request.port)
+    if proposals.is_reserved(gw, host):
+        return  # intercepted; the gateway answers the requests inside itself (roster_gateway.proposals)
     payload = decide_payload(request, token=token, scheme="tunnel", mcp=(),
                              preview_bytes=gw.config.body_preview_bytes)
     try:
