@@ -6,6 +6,9 @@
 #    certificate is exported to var/gateway/mitmproxy-ca-cert.pem (settings.ROSTER_GATEWAY_CA_CERT).
 #  - listens on the box bridge's address when the bridge exists (boxes reach only that), else loopback;
 #    health on 127.0.0.1:${ROSTER_GATEWAY_HEALTH_PORT:-8081}/healthz.
+#  - ROSTER_GATEWAY_PRIVATE_UPSTREAMS: internal upstreams the gateway may dial although they are private or
+#    loopback (comma-separated ranges, addresses, host:port; docs/operations.md). Checked at start: a bad
+#    entry, or one covering the control plane or the gateway itself, stops the gateway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 umask 077
@@ -46,6 +49,7 @@ nohup setsid gateway/.venv/bin/mitmdump -q -s gateway/roster_gateway/script.py \
   --set roster_hold_seconds="${ROSTER_GATEWAY_HOLD_SECONDS:-60}" \
   --set roster_health_port="$health_port" \
   --set roster_ca_cert_export="$PWD/var/gateway/mitmproxy-ca-cert.pem" \
+  --set roster_private_upstreams="${ROSTER_GATEWAY_PRIVATE_UPSTREAMS:-}" \
   >var/log/gateway.log 2>&1 &
 echo $! >"$pidfile"
 

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 from mitmproxy import exceptions
 
+from roster_gateway.private_upstreams import BadPrivateUpstream, PrivateUpstream, parse_private_upstreams
+
 # name, type, default, help
 OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_control_plane", str, "", "Base URL of the control plane, e.g. http://127.0.0.1:8000"),
@@ -34,6 +36,10 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_control_plane_also", str, "",
      "Other control-plane endpoints never dialled, whatever the grant: comma-separated URLs (the web "
      "server, when roster_control_plane is the decision API's own process)"),
+    ("roster_private_upstreams", str, "",
+     "Internal upstreams the gateway may dial although they are private or loopback: comma-separated "
+     "ranges, addresses or host:port (10.20.0.0/16, 10.20.0.7:8443, [fd00::7]:443, git.internal:443); "
+     "never the control plane's or the gateway's own endpoints"),
     ("roster_outcome_flush_ms", int, 5,
      "Milliseconds an outcome report waits for others to share its POST /outcomes (0: send at once)"),
     ("roster_proposals_host", str, "proposals.roster.invalid",
@@ -62,6 +68,7 @@ class GatewayConfig:
     outcome_flush_delay: float = 0.005
     also_control_plane: tuple[tuple[str, int], ...] = ()
     outcome_batch_max: int = 100
+    private_upstreams: tuple[PrivateUpstream, ...] = ()
     proposals_host: str = "proposals.roster.invalid"
 
 
@@ -124,6 +131,7 @@ def build_config(opts) -> GatewayConfig:
         raise exceptions.OptionsError("body limits must not be negative")
     own = _listen_ports(opts) | {opts.roster_health_port}
     own.discard(0)
+    also = tuple(_endpoint(u.strip()) for u in opts.roster_control_plane_also.split(",") if u.strip())
     return GatewayConfig(
         control_plane=url,
         service_token=read_token_file(opts.roster_service_token_file),
@@ -138,13 +146,42 @@ def build_config(opts) -> GatewayConfig:
         health_cache_seconds=opts.roster_health_cache_ms / 1000,
         allow_loopback_upstreams=bool(opts.roster_allow_loopback_upstreams),
         control_plane_endpoint=endpoint,
-        also_control_plane=tuple(_endpoint(u.strip()) for u in opts.roster_control_plane_also.split(",")
-                                 if u.strip()),
+        also_control_plane=also,
         own_ports=frozenset(own),
         outcome_flush_delay=opts.roster_outcome_flush_ms / 1000,
         outcome_batch_max=int(opts.roster_outcome_batch_max),
+        private_upstreams=_private_upstreams(opts, endpoint, also, own),
         proposals_host=_proposals_host(opts.roster_proposals_host),
     )
+
+
+def _own_endpoints(opts) -> list[tuple[str, str, int]]:
+    """Where the gateway itself answers: its proxy listener(s) and its loopback health endpoint."""
+    found = []
+    if getattr(opts, "listen_port", 0):
+        host = str(getattr(opts, "listen_host", "") or "")
+        found.append(("the gateway's listener", host, int(opts.listen_port)))
+    for mode in getattr(opts, "mode", ()) or ():
+        tail = mode.rsplit("@", 1)[-1] if "@" in mode else ""
+        mode_host, _, port = tail.rpartition(":")
+        if port.isdigit():
+            found.append(("the gateway's listener", mode_host, int(port)))
+    if opts.roster_health_port:
+        found.append(("the gateway's health endpoint", "127.0.0.1", int(opts.roster_health_port)))
+    return found
+
+
+def _private_upstreams(opts, control_plane: tuple[str, int], also: tuple[tuple[str, int], ...],
+                       own_ports: set[int]) -> tuple[PrivateUpstream, ...]:
+    endpoints = [("the control plane", *control_plane)]
+    endpoints += [("a control-plane endpoint", *e) for e in also]
+    endpoints += _own_endpoints(opts)
+    reserved = own_ports | {control_plane[1]} | {port for _host, port in also}
+    try:
+        return parse_private_upstreams(opts.roster_private_upstreams, endpoints=endpoints,
+                                       reserved_ports=reserved)
+    except BadPrivateUpstream as exc:
+        raise exceptions.OptionsError(f"roster_private_upstreams: {exc}") from exc
 
 
 def export_ca_cert(confdir: str, dest: str) -> None:

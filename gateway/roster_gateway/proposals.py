@@ -17,15 +17,16 @@ from roster_gateway.client import ControlPlaneDown
 from roster_gateway.responses import deny_flow
 
 if TYPE_CHECKING:
-    from roster_gateway.addon import Gateway
+    from roster_gateway.options import GatewayConfig
+    from roster_gateway.steps import Steps
 
 SUBMIT_PATH = re.compile(r"^/v1/proposals/?$")
 STATUS_PATH = re.compile(r"^/v1/proposals/([0-9a-fA-F-]{36})/?$")
 ANSWER_STATUSES = frozenset({200, 201, 400, 402, 403, 404, 407, 409, 413, 415, 422})
 
 
-def is_reserved(gw: Gateway, host: str) -> bool:
-    return gw.config is not None and host.rstrip(".").lower() == gw.config.proposals_host
+def is_reserved(config: GatewayConfig | None, host: str) -> bool:
+    return config is not None and host.rstrip(".").lower() == config.proposals_host
 
 
 def _answer(flow: http.HTTPFlow, status: int, body: dict) -> None:
@@ -34,7 +35,7 @@ def _answer(flow: http.HTTPFlow, status: int, body: dict) -> None:
     flow.metadata["roster_proposal"] = True
 
 
-async def answer(gw: Gateway, flow: http.HTTPFlow, token: str | None) -> None:
+async def answer(steps: Steps, flow: http.HTTPFlow, token: str | None) -> None:
     """Answer a request to the reserved name. Called after the usual header and size checks."""
     request = flow.request
     if not token:
@@ -51,12 +52,12 @@ async def answer(gw: Gateway, flow: http.HTTPFlow, token: str | None) -> None:
             _answer(flow, 415, {"error": "unsupported_media_type", "message": "send application/json"})
             return
         body = request.get_content(strict=True) or b""
-        call = gw.client.propose(token, body)
+        call = steps.client.propose(token, body)
     elif status_match:
         if method != "GET":
             _answer(flow, 405, {"error": "method_not_allowed", "message": "GET a proposal's state here"})
             return
-        call = gw.client.proposal_status(token, status_match.group(1).lower())
+        call = steps.client.proposal_status(token, status_match.group(1).lower())
     else:
         _answer(flow, 404, {"error": "not_found", "message": "POST /v1/proposals or GET /v1/proposals/<id>"})
         return

@@ -130,3 +130,26 @@ def make_flow(*, host: str = PUBLIC_IP, port: int = 80, scheme: str = "http", me
     flow = tflow.tflow(req=req)
     flow.client_conn.sni = sni
     return flow
+
+
+# --- driving a flow through the addon, and reading what it did ---
+async def run_request(gw, flow):
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    return flow
+
+
+def answer(flow) -> dict:
+    assert flow.response is not None, "expected the gateway to answer"
+    return json.loads(flow.response.content)
+
+
+def reported(cp) -> list[dict]:
+    """Every outcome the gateway reported, in order (it sends them in batches to /outcomes)."""
+    return [o for body in cp.bodies("/outcomes") for o in body["outcomes"]]
+
+
+async def settle(gw):
+    await asyncio.sleep(0)
+    if gw.background:
+        await asyncio.gather(*list(gw.background))

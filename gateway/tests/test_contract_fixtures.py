@@ -120,12 +120,12 @@ async def test_outcome_trace_and_abandon_requests_match_the_fixtures(gw, cp):
     assert set(sent["outcome"]) == set(FIXTURES["outcome"]["request"])
     assert sent["outcomes"] == FIXTURES["outcomes"]["request"]
     # What the addon queues has exactly an outcome's fields, a scrubbed count included.
-    gw._report("dc_y", 200, 10, 2048, "")
+    gw.steps.report("dc_y", 200, 10, 2048, "")
     await asyncio.sleep(0.05)
     assert set(cp.bodies("/outcomes")[-1]["outcomes"][0]) == set(FIXTURES["outcome"]["request"])
     assert cp.bodies("/outcomes")[-1]["outcomes"][0]["scrubbed"] == 0
     scrubbed = FIXTURES["outcome_scrubbed"]["request"]
-    gw._report("dc_z", 200, 10, 2048, "", scrubbed["scrubbed"])
+    gw.steps.report("dc_z", 200, 10, 2048, "", scrubbed["scrubbed"])
     await asyncio.sleep(0.05)
     queued = cp.bodies("/outcomes")[-1]["outcomes"][0]
     assert set(queued) == set(scrubbed) and queued["scrubbed"] == scrubbed["scrubbed"] > 0

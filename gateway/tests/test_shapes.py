@@ -127,7 +127,7 @@ async def test_host_is_normalised_for_the_decision(gw, cp):
 
 
 async def test_request_inside_a_connect_must_match_its_target(gw, cp):
-    from roster_gateway.addon import ConnState
+    from roster_gateway.steps import ConnState
 
     flow = make_flow(scheme="https", port=443, host="93.184.216.35", host_header="93.184.216.35", sni=None)
     state = gw.conns[flow.client_conn.id] = ConnState()
@@ -139,7 +139,7 @@ async def test_request_inside_a_connect_must_match_its_target(gw, cp):
 
 async def test_absolute_form_inside_a_connect_must_name_its_target(gw, cp):
     # mitmproxy sets host/port from the tunnel but forwards the request line's authority as sent.
-    from roster_gateway.addon import ConnState
+    from roster_gateway.steps import ConnState
 
     flow = make_flow(scheme="https", port=443, host=PUBLIC_IP, host_header=PUBLIC_IP, sni=None)
     flow.request.authority = "evil.example"
