@@ -61,27 +61,34 @@ def proposal_decide(proposal_id, user, approve: bool, channel: str, reason: str 
         proposal = Proposal.objects.select_for_update().select_related("worker").get(pk=proposal_id)
         if proposal.status != Proposal.Status.PENDING:
             raise ProposalClosed(f"proposal {proposal_id} is already {proposal.status}")
-        if proposal.expires_at <= now:
-            _expire(proposal)
-            raise ProposalClosed(f"proposal {proposal_id} expired at {proposal.expires_at.isoformat()}")
-        proposal.status = Proposal.Status.APPROVED if approve else Proposal.Status.REFUSED
-        proposal.decided_by, proposal.decided_at = user, now
-        proposal.channel, proposal.reason = channel, reason.strip()
-        proposal.save(update_fields=["status", "decided_by", "decided_at", "channel", "reason"])
-        _audit(
-            proposal,
-            {
-                "event": "decided",
-                "status": proposal.status,
-                "by": user.get_username(),
-                "channel": channel,
-                "reason": proposal.reason,
-                "at": now.isoformat(),
-            },
-            verdict=proposal.status,
-        )
-        after_change(proposal)
+        expired = proposal.expires_at <= now
+        if expired:
+            _expire(proposal)  # committed below: recorded as an expiry, never as a refusal
+        else:
+            _record_decision(proposal, user, approve, channel, reason, now)
+    if expired:
+        raise ProposalClosed(f"proposal {proposal_id} expired at {proposal.expires_at.isoformat()}")
     return proposal
+
+
+def _record_decision(proposal: Proposal, user, approve: bool, channel: str, reason: str, now) -> None:
+    proposal.status = Proposal.Status.APPROVED if approve else Proposal.Status.REFUSED
+    proposal.decided_by, proposal.decided_at = user, now
+    proposal.channel, proposal.reason = channel, reason.strip()
+    proposal.save(update_fields=["status", "decided_by", "decided_at", "channel", "reason"])
+    _audit(
+        proposal,
+        {
+            "event": "decided",
+            "status": proposal.status,
+            "by": user.get_username(),
+            "channel": channel,
+            "reason": proposal.reason,
+            "at": now.isoformat(),
+        },
+        verdict=proposal.status,
+    )
+    after_change(proposal)
 
 
 def _expire(proposal: Proposal) -> bool:
