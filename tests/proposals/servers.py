@@ -30,9 +30,9 @@ class MailBox:
 
 
 @contextmanager
-def smtp_server(port: int | None = None):
+def smtp_server(port: int | None = None, host: str = "127.0.0.1"):
     box = MailBox()
-    controller = Controller(box, hostname="127.0.0.1", port=port or free_port())
+    controller = Controller(box, hostname=host, port=port or free_port())
     controller.start()
     try:
         yield controller.port, box
@@ -47,7 +47,7 @@ class Receiver:
 
 
 @contextmanager
-def webhook_server(port: int | None = None):
+def webhook_server(port: int | None = None, host: str = "127.0.0.1"):
     receiver = Receiver()
 
     class Handler(BaseHTTPRequestHandler):
@@ -75,7 +75,7 @@ def webhook_server(port: int | None = None):
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", port or free_port()), Handler)
+    server = ThreadingHTTPServer((host, port or free_port()), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
