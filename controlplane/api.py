@@ -6,7 +6,7 @@ api = NinjaAPI(title="Roster control plane", version="1", urls_namespace="api")
 
 
 def _mount_routers() -> None:
-    from controlplane.policy.api import router as gateway_router
+    from controlplane.egress.routes import router as gateway_router
     from controlplane.proposals.api import router as proposals_router
 
     api.add_router("/gateway/", gateway_router)

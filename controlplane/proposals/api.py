@@ -13,7 +13,9 @@ from django.conf import settings
 from ninja import Router, Schema, Status
 from pydantic import ConfigDict, Field, StrictStr, field_validator
 
-from controlplane.policy.api import MAX_TOKEN, GatewayAuth, in_pool
+from controlplane.egress.db_thread import in_pool
+from controlplane.egress.routes import GatewayAuth
+from controlplane.egress.schemas import MAX_TOKEN
 from controlplane.proposals.submit import proposal_status_for_box, proposal_submit
 
 router = Router(tags=["proposals"], auth=GatewayAuth())

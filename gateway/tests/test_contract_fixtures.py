@@ -15,7 +15,9 @@ from roster_gateway.wire import parse_decision, parse_wait
 from tests.conftest import make_flow
 
 CONTRACT = Path(__file__).resolve().parents[2] / "tests" / "contract"
-FIXTURES = {p.stem: json.loads(p.read_text()) for p in sorted(CONTRACT.glob("*.json"))}
+# deny_reasons.json is a shared table (reason -> status), not an exchange.
+FIXTURES = {p.stem: json.loads(p.read_text()) for p in sorted(CONTRACT.glob("*.json"))
+            if p.stem != "deny_reasons"}
 DECIDE = sorted(n for n, f in FIXTURES.items()
                 if f["endpoint"].endswith("/decide") and f["status_code"] == 200)
 SENTINEL = "sk-proj-EXAMPLEsentinelEXAMPLEsentinelEXAMPLEsentinel"

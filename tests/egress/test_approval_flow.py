@@ -10,7 +10,7 @@ from controlplane.approvals.models import Approval
 from controlplane.approvals.services import approval_decide
 from controlplane.audit.models import AuditRecord
 from controlplane.core.roles import APPROVERS
-from tests.api.fixtures import SECRET_VALUE, decide_body
+from tests.egress.fixtures import SECRET_VALUE, decide_body
 
 pytestmark = pytest.mark.django_db
 
@@ -87,7 +87,7 @@ def test_long_poll_sees_a_decision_made_while_waiting(gateway, token, ask_grant,
             approval_decide(approval_id, approver, True, "web")
         return real(pk)
 
-    import controlplane.policy.api as api
+    import controlplane.egress.routes as api
 
     original = api.approval_status
     api.approval_status = decide_on_second_poll
@@ -170,7 +170,7 @@ def test_grace_is_bound_to_the_grant_that_was_approved(gateway, token, ask_grant
 
 def test_database_failure_while_waiting_is_a_deny(gateway, token, ask_grant, monkeypatch):
     approval_id = _ask(gateway, token)
-    import controlplane.policy.api as api
+    import controlplane.egress.routes as api
 
     def broken(_pk):
         raise RuntimeError("database is locked")

@@ -13,8 +13,8 @@ from controlplane.approvals.services import approval_decide
 from controlplane.audit.models import AuditRecord
 from controlplane.audit.verify import verify_database
 from controlplane.fleet.models import PolicyVersion
-from tests.api.fixtures import SECRET_VALUE, decide_body
 from tests.approvals.helpers import approver
+from tests.egress.fixtures import SECRET_VALUE, decide_body
 from tests.support import procs
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -11,7 +11,7 @@ from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run, RunDecision
 from controlplane.fleet.services import run_raise_taint, run_set_status
 from controlplane.ledger.models import Cap, SpendLine
-from tests.api.fixtures import SECRET_VALUE, decide_body
+from tests.egress.fixtures import SECRET_VALUE, decide_body
 
 pytestmark = pytest.mark.django_db
 
@@ -164,12 +164,12 @@ def test_ask_opens_an_approval_with_a_masked_snapshot(gateway, live_run, secret,
 
 def test_engine_failure_is_policy_error(gateway, token, secret, make_grant, monkeypatch, caplog):
     make_grant(secret=secret, inject_header="authorization")
-    from controlplane.policy import service
+    from controlplane.egress import allow
 
     def boom(*_a, **_k):
         raise RuntimeError(f"db exploded with {SECRET_VALUE}")
 
-    monkeypatch.setattr(service, "reserve", boom)
+    monkeypatch.setattr(allow, "reserve", boom)
     response = gateway.post("/api/gateway/decide", decide_body(token))
     answer = response.json()
     assert response.status_code == 200
@@ -215,10 +215,10 @@ def test_mcp_tools_are_judged(gateway, token, make_grant):
 def change_during_evaluation(monkeypatch):
     """Run `change` right after the first (outside-the-transaction) evaluation: the window a concurrent
     revocation would hit."""
-    from controlplane.policy import service
+    from controlplane.policy import engine
 
     def install(change):
-        real = service.engine.evaluate
+        real = engine.evaluate
         calls = []
 
         def evaluate(*args):
@@ -228,7 +228,7 @@ def change_during_evaluation(monkeypatch):
                 change()
             return decision
 
-        monkeypatch.setattr(service.engine, "evaluate", evaluate)
+        monkeypatch.setattr(engine, "evaluate", evaluate)
         return calls
 
     return install

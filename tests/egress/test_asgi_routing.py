@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from controlplane.policy.gateway_asgi import GatewayASGIHandler, gateway_first
+from controlplane.egress.asgi import GatewayASGIHandler, gateway_first
 
 
 def test_gateway_handler_has_no_middleware():

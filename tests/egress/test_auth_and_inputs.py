@@ -6,7 +6,7 @@ import pytest
 
 from controlplane.audit.models import AuditRecord
 from controlplane.fleet.models import RunDecision
-from tests.api.fixtures import DECIDE, decide_body
+from tests.egress.fixtures import DECIDE, decide_body
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from controlplane.audit.models import AuditRecord, ModelTrace
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run
 from controlplane.ledger.models import SpendLine
-from tests.api.fixtures import SECRET_VALUE, decide_body
+from tests.egress.fixtures import SECRET_VALUE, decide_body
 
 pytestmark = pytest.mark.django_db
 OUTCOME, TRACE = "/api/gateway/outcome", "/api/gateway/trace"
@@ -103,7 +103,7 @@ def test_outcome_batch_settles_each_in_order(gateway, live_run, make_grant):
 
 
 def test_outcome_batch_survives_one_broken_outcome(gateway, live_run, make_grant, monkeypatch):
-    from controlplane.policy import outcomes
+    from controlplane.egress import outcomes
 
     run, token = live_run
     make_grant()

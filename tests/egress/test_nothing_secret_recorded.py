@@ -11,7 +11,7 @@ from django.db import connection
 from controlplane.approvals.models import Approval
 from controlplane.audit.models import AuditRecord
 from controlplane.fleet.models import RunDecision
-from tests.api.fixtures import SECRET_VALUE, decide_body
+from tests.egress.fixtures import SECRET_VALUE, decide_body
 
 pytestmark = pytest.mark.django_db
 

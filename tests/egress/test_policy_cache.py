@@ -4,12 +4,12 @@ grants and secrets, whatever path made it, and every decision reads the version 
 import pytest
 from django.db import connection
 
+from controlplane.egress import policy_cache
 from controlplane.fleet.models import PolicyVersion
 from controlplane.fleet.selectors import policy_version
-from controlplane.policy import service
 from controlplane.policy.models import Grant
 from controlplane.vault.services import secret_set
-from tests.api.fixtures import SECRET_VALUE, decide_body
+from tests.egress.fixtures import SECRET_VALUE, decide_body
 
 # Transactional: the cache is used only outside transactions, as in the server.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,10 +23,10 @@ def counter_row():
 def test_the_cache_is_really_used(gateway, token, make_grant, django_assert_max_num_queries):
     make_grant()
     gateway.decide(decide_body(token))
-    state = service._state
+    state = policy_cache._state
     assert state.version == policy_version() and state.rules
     gateway.decide(decide_body(token))
-    assert service._state is state
+    assert policy_cache._state is state
 
 
 def test_every_kind_of_write_bumps_the_version(make_grant):

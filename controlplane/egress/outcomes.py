@@ -32,7 +32,7 @@ class OutcomeConflict(Exception):
 def outcome_report(decision_id: str, status: int, request_bytes: int, response_bytes: int,
                    error: str = "", scrubbed: int = 0) -> None:
     """Settle the reservation with the real bytes. The run's taint was raised by the decision itself
-    (controlplane.policy.service), so an outcome that is late, lost or never sent lowers nothing.
+    (controlplane.egress.decide), so an outcome that is late, lost or never sent lowers nothing.
     `scrubbed` > 0 (echoes of the injected secret the gateway removed from the response) is audited as
     a tripwire in the same transaction."""
     with transaction.atomic():
