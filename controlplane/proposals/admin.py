@@ -13,6 +13,7 @@ from controlplane.audit.admin import ReadOnlyAdmin
 from controlplane.core.errors import ValidationFailed
 from controlplane.core.taint import DataClass
 from controlplane.proposals import config_services
+from controlplane.proposals.config_services import PROPOSAL_KIND_FOR_DESTINATION
 from controlplane.proposals.models import Destination, Proposal, TrustRule
 from controlplane.proposals.validation import KIND_KEYS, validate_destination
 
@@ -153,6 +154,16 @@ class TrustRuleForm(forms.ModelForm):
             c for c in self.fields["kind"].choices if c[0] != Proposal.Kind.IDENTITY_EDIT
         ]
 
+    def clean(self):
+        cleaned = super().clean()
+        kind, dest = cleaned.get("kind"), cleaned.get("destination")
+        if kind and dest is not None and kind != PROPOSAL_KIND_FOR_DESTINATION[dest.kind]:
+            self.add_error(
+                "kind",
+                f"a {dest.kind} destination takes {PROPOSAL_KIND_FOR_DESTINATION[dest.kind]} proposals only",
+            )
+        return cleaned
+
 
 @admin.register(TrustRule)
 class TrustRuleAdmin(admin.ModelAdmin):
@@ -161,10 +172,8 @@ class TrustRuleAdmin(admin.ModelAdmin):
     list_filter = ["enabled", "kind"]
 
     def save_model(self, request, obj, form, change):
-        try:
-            config_services.trust_rule_save(obj, actor=request.user.get_username(), via="admin")
-        except ValidationFailed as exc:  # the form already refuses these; this is the service's own check
-            raise forms.ValidationError(str(exc)) from None
+        # The form refuses what the service would (identity edits, a kind the destination does not take).
+        config_services.trust_rule_save(obj, actor=request.user.get_username(), via="admin")
 
     def delete_model(self, request, obj):
         config_services.trust_rule_delete(obj, actor=request.user.get_username(), via="admin")
