@@ -85,7 +85,9 @@ def diff_summary(patch: str) -> list[dict]:
     files: list[dict] = []
     current = None
     for line in patch.splitlines():
-        if line.startswith("diff --git "):
+        if line == "-- ":  # format-patch's signature separator: the end of this patch's diff
+            current = None
+        elif line.startswith("diff --git "):
             parts = line.split(" b/", 1)
             current = {"file": visible(parts[1] if len(parts) == 2 else line[11:]), "added": 0, "removed": 0}
             files.append(current)

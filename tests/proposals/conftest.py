@@ -26,6 +26,8 @@ def _eager(settings):
     app.conf.task_always_eager = True
     settings.ROSTER_EXECUTOR_RETRY_SECONDS = 0
     settings.ROSTER_EXECUTOR_TIMEOUT_SECONDS = 3
+    # Queue pages are told through the channel layer; here nobody listens, so no Redis is needed.
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 
 @pytest.fixture

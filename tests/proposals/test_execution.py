@@ -3,6 +3,7 @@ Exactly once, bounded retries, a manual retry that succeeds once, credentials ne
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -230,3 +231,56 @@ def test_only_approvers_decide(gw, token, make_destination, django_user_model):
     with pytest.raises(PermissionDenied):
         services.proposal_decide(body["id"], nobody, approve=True, channel="web")
     assert Proposal.objects.get(pk=body["id"]).status == "pending"
+
+
+def test_git_bundle_push_and_push_preview(gw, token, make_destination, approver, tmp_path):
+    from controlplane.proposals import previews
+
+    remote, work, base = bare_repo(tmp_path)
+    patch = make_patch(work, base)
+    git("bundle", "create", str(tmp_path / "p.bundle"), f"{base}..HEAD", cwd=work)
+    make_destination("repo", kind="git", url=f"file://{remote}", branch_pattern="roster/*")
+    _s, from_patch = gw.propose(
+        token,
+        {
+            "kind": "git_push",
+            "destination": "repo",
+            "branch": "roster/a",
+            "base_commit": base,
+            "patch": patch,
+        },
+    )
+    shown = previews.preview(
+        Proposal.objects.select_related("worker", "destination").get(pk=from_patch["id"])
+    )
+    assert [c["subject"] for c in shown["commits"]] == ["Say world"]
+    assert shown["files"] == [{"file": "README", "added": 1, "removed": 0}]
+    bundle_b64 = base64.b64encode((tmp_path / "p.bundle").read_bytes()).decode()
+    status, body = gw.propose(
+        token,
+        {
+            "kind": "git_push",
+            "destination": "repo",
+            "branch": "roster/b",
+            "base_commit": base,
+            "bundle_b64": bundle_b64,
+        },
+    )
+    assert status == 201, body
+    assert previews.preview(Proposal.objects.select_related("worker", "destination").get(pk=body["id"]))[
+        "bundle_refs"
+    ]
+    services.proposal_decide(body["id"], approver, approve=True, channel="cli")
+    assert Proposal.objects.get(pk=body["id"]).status == "executed"
+    assert git("show", "roster/b:README", cwd=remote) == "hello\nworld"
+    got, answer = gw.propose(
+        token,
+        {
+            "kind": "git_push",
+            "destination": "repo",
+            "branch": "roster/c",
+            "base_commit": base,
+            "bundle_b64": base64.b64encode(b"not a bundle").decode(),
+        },
+    )
+    assert (got, answer["error"]) == (422, "invalid_proposal")
