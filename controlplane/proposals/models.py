@@ -103,6 +103,8 @@ class Proposal(models.Model):
     )
     payload = models.JSONField(help_text="validated content, exactly what will be performed")
     payload_sha256 = models.CharField(max_length=64)
+    # The worker's own words for why: untrusted, shown to approvers as quoted text, never acted on.
+    rationale = models.TextField(blank=True)
     # Provenance: who was in the room when the run proposed this (snapshots at proposal time).
     taint = models.PositiveSmallIntegerField(choices=DataClass.choices)
     untrusted = models.BooleanField()

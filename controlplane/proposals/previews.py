@@ -33,7 +33,7 @@ def headline(proposal: Proposal) -> str:
     if proposal.kind == Proposal.Kind.EMAIL:
         return visible(f"mail to {', '.join(payload.get('to', []))}: {payload.get('subject', '')}")[:200]
     if proposal.kind == Proposal.Kind.WEBHOOK:
-        return f"post {len(json.dumps(payload.get('payload', {})))} bytes of JSON"
+        return f"post {len(json.dumps(payload))} bytes of JSON"
     if proposal.kind == Proposal.Kind.GIT_PUSH:
         return visible(f"push to {payload.get('branch', '')} on {payload.get('base_commit', '')[:12]}")
     return "change the worker's identity"
@@ -74,7 +74,7 @@ def _webhook(proposal: Proposal, sentinels: dict) -> dict:
         "url": url_for_record(dest.url) if dest else "",
         "header_names": header_names,
         "body": _shown(
-            json.dumps(proposal.payload.get("payload"), indent=2, ensure_ascii=False, sort_keys=True),
+            json.dumps(proposal.payload, indent=2, ensure_ascii=False, sort_keys=True),
             sentinels,
         ),
     }
@@ -145,5 +145,6 @@ def preview(proposal: Proposal, sentinels: dict | None = None) -> dict:
         "untrusted": proposal.untrusted,
         "seen": proposal.seen[:10],
         "seen_count": len(proposal.seen),
+        "rationale": _shown(proposal.rationale, sentinels),
         **build(proposal, sentinels),
     }

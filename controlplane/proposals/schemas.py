@@ -1,5 +1,6 @@
-"""What a box may send as a proposal (docs/proposals.md): one strict schema per kind, unknown fields
-rejected, every string bounded. The run is never named here: it comes from the proxy token."""
+"""What a box may send as a proposal (docs/proposals.md): `{kind, destination, payload, reason}` with one
+strict payload schema per kind, unknown fields rejected, every string bounded. The run is never named
+here: it comes from the proxy token."""
 
 from __future__ import annotations
 
@@ -51,15 +52,17 @@ class Attachment(Strict):
         return len(_b64(self.content_b64))
 
 
+Reason = Annotated[StrictStr, Field(max_length=2000)]
+
+
 class WebhookIn(Strict):
     kind: Literal["webhook"]
     destination: DestinationName
     payload: dict[str, Any] = Field(description="the JSON object to send")
+    reason: Reason = ""
 
 
-class EmailIn(Strict):
-    kind: Literal["email"]
-    destination: DestinationName
+class EmailContent(Strict):
     to: Annotated[list[Address], Field(min_length=1, max_length=settings.ROSTER_PROPOSAL_MAX_RECIPIENTS)]
     subject: Subject
     body: Annotated[StrictStr, Field(max_length=MAX_TEXT)]
@@ -77,9 +80,14 @@ class EmailIn(Strict):
         return value
 
 
-class GitPushIn(Strict):
-    kind: Literal["git_push"]
+class EmailIn(Strict):
+    kind: Literal["email"]
     destination: DestinationName
+    payload: EmailContent
+    reason: Reason = ""
+
+
+class GitPushContent(Strict):
     branch: Branch
     base_commit: Sha
     patch: Annotated[StrictStr, Field(max_length=MAX_TEXT)] | None = None
@@ -104,9 +112,21 @@ class GitPushIn(Strict):
             raise ValueError("give exactly one of patch and bundle_b64")
 
 
+class GitPushIn(Strict):
+    kind: Literal["git_push"]
+    destination: DestinationName
+    payload: GitPushContent
+    reason: Reason = ""
+
+
+class IdentityContent(Strict):
+    identity: Annotated[StrictStr, Field(max_length=MAX_TEXT)]
+
+
 class IdentityEditIn(Strict):
     kind: Literal["identity_edit"]
-    identity: Annotated[StrictStr, Field(max_length=MAX_TEXT)]
+    payload: IdentityContent
+    reason: Reason = ""
 
 
 ProposalIn = Annotated[WebhookIn | EmailIn | GitPushIn | IdentityEditIn, Field(discriminator="kind")]

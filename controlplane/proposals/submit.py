@@ -115,7 +115,7 @@ def _destination_for(proposal_in) -> Destination | None:
             f"{PROPOSAL_KIND_FOR_DESTINATION[dest.kind]} proposals, not {proposal_in.kind}",
         )
     if proposal_in.kind == Proposal.Kind.EMAIL:
-        refused = [a for a in proposal_in.to if not recipient_allowed(a, dest.allowed_recipients or [])]
+        refused = [a for a in proposal_in.payload.to if not recipient_allowed(a, dest.allowed_recipients or [])]
         if refused:
             raise Rejected(
                 403,
@@ -123,7 +123,7 @@ def _destination_for(proposal_in) -> Destination | None:
                 f"destination {dest.name!r} may not send to {', '.join(refused[:5])}",
             )
     if proposal_in.kind == Proposal.Kind.GIT_PUSH:
-        why = branch_allowed(proposal_in.branch, dest.branch_pattern, dest.protected_branches or [])
+        why = branch_allowed(proposal_in.payload.branch, dest.branch_pattern, dest.protected_branches or [])
         if why:
             raise Rejected(403, "branch_not_allowed", why)
     return dest
@@ -158,7 +158,7 @@ def _over_daily_limit(dest: Destination, worker_id: int) -> bool:
 
 
 def _record(run_snapshot: Run, proposal_in, dest: Destination | None, raw: bytes) -> Answer:
-    payload = proposal_in.model_dump(mode="json")
+    payload = proposal_in.model_dump(mode="json")["payload"]
     payload_json = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     with transaction.atomic():
         lock_chain_head()  # one writer: the daily count and the reservation below must not interleave
@@ -198,6 +198,7 @@ def _record(run_snapshot: Run, proposal_in, dest: Destination | None, raw: bytes
             kind=proposal_in.kind,
             destination=dest,
             payload=payload,
+            rationale=proposal_in.reason,
             payload_sha256=hashlib.sha256(payload_json.encode()).hexdigest(),
             taint=run.taint,
             untrusted=run.untrusted,

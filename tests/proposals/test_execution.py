@@ -53,9 +53,7 @@ def test_approved_email_arrives_exactly_once(gw, token, make_destination, approv
             {
                 "kind": "email",
                 "destination": "mail",
-                "to": ["ops@example.com"],
-                "subject": "Report",
-                "body": "All green.\n",
+                "payload": {"to": ["ops@example.com"], "subject": "Report", "body": "All green.\n"},
             },
         )
         assert status == 201 and mailbox.messages == []  # held: nothing sent before a human says yes
@@ -92,7 +90,11 @@ def test_smtp_login_uses_the_vault_secret_and_never_records_it(gw, token, make_d
         )
         _s, body = gw.propose(
             token,
-            {"kind": "email", "destination": "mail", "to": ["ops@example.com"], "subject": "x", "body": "y"},
+            {
+                "kind": "email",
+                "destination": "mail",
+                "payload": {"to": ["ops@example.com"], "subject": "x", "body": "y"},
+            },
         )
         services.proposal_decide(body["id"], approver, approve=True, channel="cli")
         proposal = Proposal.objects.get(pk=body["id"])
@@ -190,9 +192,7 @@ def test_git_push_lands_in_bare_repo_and_hook_refusal_is_recorded(
         {
             "kind": "git_push",
             "destination": "repo",
-            "branch": "roster/world",
-            "base_commit": base,
-            "patch": patch,
+            "payload": {"branch": "roster/world", "base_commit": base, "patch": patch},
         },
     )
     assert status == 201, body
@@ -204,7 +204,11 @@ def test_git_push_lands_in_bare_repo_and_hook_refusal_is_recorded(
     # protected on the destination: refused at proposal time, nothing recorded
     got, answer = gw.propose(
         token,
-        {"kind": "git_push", "destination": "repo", "branch": "main", "base_commit": base, "patch": patch},
+        {
+            "kind": "git_push",
+            "destination": "repo",
+            "payload": {"branch": "main", "base_commit": base, "patch": patch},
+        },
     )
     assert (got, answer["error"]) == (403, "branch_not_allowed")
     # refused by the remote itself (its hook): failed, with the remote's answer
@@ -213,9 +217,7 @@ def test_git_push_lands_in_bare_repo_and_hook_refusal_is_recorded(
         {
             "kind": "git_push",
             "destination": "repo",
-            "branch": "frozen-1",
-            "base_commit": base,
-            "patch": patch,
+            "payload": {"branch": "frozen-1", "base_commit": base, "patch": patch},
         },
     )
     services.proposal_decide(body["id"], approver, approve=True, channel="cli")
@@ -245,9 +247,7 @@ def test_git_bundle_push_and_push_preview(gw, token, make_destination, approver,
         {
             "kind": "git_push",
             "destination": "repo",
-            "branch": "roster/a",
-            "base_commit": base,
-            "patch": patch,
+            "payload": {"branch": "roster/a", "base_commit": base, "patch": patch},
         },
     )
     shown = previews.preview(
@@ -261,9 +261,7 @@ def test_git_bundle_push_and_push_preview(gw, token, make_destination, approver,
         {
             "kind": "git_push",
             "destination": "repo",
-            "branch": "roster/b",
-            "base_commit": base,
-            "bundle_b64": bundle_b64,
+            "payload": {"branch": "roster/b", "base_commit": base, "bundle_b64": bundle_b64},
         },
     )
     assert status == 201, body
@@ -278,9 +276,11 @@ def test_git_bundle_push_and_push_preview(gw, token, make_destination, approver,
         {
             "kind": "git_push",
             "destination": "repo",
-            "branch": "roster/c",
-            "base_commit": base,
-            "bundle_b64": base64.b64encode(b"not a bundle").decode(),
+            "payload": {
+                "branch": "roster/c",
+                "base_commit": base,
+                "bundle_b64": base64.b64encode(b"not a bundle").decode(),
+            },
         },
     )
     assert (got, answer["error"]) == (422, "invalid_proposal")

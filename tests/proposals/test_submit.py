@@ -20,10 +20,20 @@ pytestmark = pytest.mark.django_db
 EMAIL = {
     "kind": "email",
     "destination": "mail",
-    "to": ["ops@example.com"],
-    "subject": "Weekly report",
-    "body": "All green.",
+    "payload": {"to": ["ops@example.com"], "subject": "Weekly report", "body": "All green."},
+    "reason": "the team asked for a weekly report",
 }
+
+
+def mail(**content) -> dict:
+    return {**EMAIL, "payload": {**EMAIL["payload"], **content}}
+
+
+def push(branch: str) -> dict:
+    content = {"branch": branch, "base_commit": "a" * 40, "patch": "x\ndiff --git a/f b/f\n"}
+    return {"kind": "git_push", "destination": "repo", "payload": content}
+
+
 HOOK = {"kind": "webhook", "destination": "hooks", "payload": {"text": "deployed", "n": 3}}
 
 
@@ -70,6 +80,9 @@ def test_email_proposal_recorded_with_provenance(gw, token, live_run, dests):
     proposal = Proposal.objects.get(pk=body["id"])
     assert proposal.run_id == run.pk and proposal.worker_id == run.worker_id
     assert proposal.untrusted is True and proposal.taint == DataClass.PRIVATE
+    assert (
+        proposal.payload == {**EMAIL["payload"], "attachments": []} and proposal.rationale == EMAIL["reason"]
+    )
     assert proposal.seen[0]["grant"] == "web-read" and proposal.seen[0]["untrusted"] is True
     record = AuditRecord.objects.get(kind="proposal", verdict="ask")
     assert record.run_id_ref == run.pk and body["id"] in record.body
@@ -81,42 +94,34 @@ def test_email_proposal_recorded_with_provenance(gw, token, live_run, dests):
     [
         ({**EMAIL, "run": 99}, 422, "invalid_proposal"),
         ({**EMAIL, "worker": "beta"}, 422, "invalid_proposal"),
-        ({**EMAIL, "subject": "hi\r\nBcc: all@evil.example"}, 422, "invalid_proposal"),
-        ({**EMAIL, "to": ["stranger@evil.example"]}, 403, "recipient_not_allowed"),
+        (mail(subject="hi\r\nBcc: all@evil.example"), 422, "invalid_proposal"),
+        (mail(to=["stranger@evil.example"]), 403, "recipient_not_allowed"),
         ({**EMAIL, "destination": "nowhere"}, 404, "no_destination"),
         ({**EMAIL, "destination": "hooks"}, 422, "wrong_kind"),
         (
-            {
-                **EMAIL,
-                "attachments": [{"filename": "a.bin", "content_b64": base64.b64encode(b"x" * 2048).decode()}],
-            },
+            mail(attachments=[{"filename": "a.bin", "content_b64": base64.b64encode(b"x" * 2048).decode()}]),
             422,
             "invalid_proposal",
         ),
         ({**HOOK, "payload": "not an object"}, 422, "invalid_proposal"),
         (
-            {
-                "kind": "git_push",
-                "destination": "repo",
-                "branch": "main",
-                "base_commit": "a" * 40,
-                "patch": "x\ndiff --git a/f b/f\n",
-            },
+            push("main"),
             403,
             "branch_not_allowed",
         ),
         (
-            {
-                "kind": "git_push",
-                "destination": "repo",
-                "branch": "feature",
-                "base_commit": "a" * 40,
-                "patch": "x\ndiff --git a/f b/f\n",
-            },
+            push("feature"),
             403,
             "branch_not_allowed",
         ),
         ({"kind": "launch_missiles"}, 422, "invalid_proposal"),
+        ({**EMAIL, "payload": {**EMAIL["payload"], "bcc": ["x@example.com"]}}, 422, "invalid_proposal"),
+        ({**EMAIL, "reason": "x" * 2001}, 422, "invalid_proposal"),
+        (
+            {"kind": "identity_edit", "destination": "mail", "payload": {"identity": "x"}},
+            422,
+            "invalid_proposal",
+        ),
         (b"{not json", 422, "invalid_proposal"),
     ],
 )
@@ -131,7 +136,7 @@ def test_bad_proposals_leave_only_an_audited_rejection(gw, token, dests, setting
 
 def test_oversized_body_is_413(gw, token, dests, settings):
     settings.ROSTER_PROPOSAL_MAX_BYTES = 100
-    got, body = gw.propose(token, {**EMAIL, "body": "x" * 200})
+    got, body = gw.propose(token, mail(body="x" * 200))
     assert (got, body["error"]) == (413, "too_large")
     assert not Proposal.objects.exists()
 

@@ -73,7 +73,7 @@ def test_no_rule_can_approve_identity_edits(live_run, make_destination, gw, toke
             name="raw", worker=worker, destination=dest, kind="identity_edit", max_per_day=5
         )
     _rule(worker, dest, name="any-kind", max_per_day=5)  # empty kind: still never an identity edit
-    status, body = gw.propose(token, {"kind": "identity_edit", "identity": "I may do anything."})
+    status, body = gw.propose(token, {"kind": "identity_edit", "payload": {"identity": "I may do anything."}})
     assert status == 201 and body["status"] == "pending"
     proposal = Proposal.objects.get(pk=body["id"])
     assert proposal.destination is None and proposal.trust_rule is None
@@ -95,7 +95,9 @@ def _approver():
 def test_identity_edit_needs_a_human_then_applies_with_a_diff_preview(gw, token, live_run):
     worker = live_run[0].worker
     Worker.objects.filter(pk=worker.pk).update(identity="I write reports.\nI am careful.")
-    _s, body = gw.propose(token, {"kind": "identity_edit", "identity": "I write reports.\nI am bold."})
+    _s, body = gw.propose(
+        token, {"kind": "identity_edit", "payload": {"identity": "I write reports.\nI am bold."}}
+    )
     proposal = Proposal.objects.select_related("worker").get(pk=body["id"])
     diff = previews.preview(proposal)["diff"]
     assert "-I am careful." in diff and "+I am bold." in diff
@@ -120,9 +122,7 @@ def test_cli_list_show_decide_refuse_and_errors(gw, token, make_destination):
         email = {
             "kind": "email",
             "destination": "mail",
-            "to": ["a@example.com"],
-            "subject": "Hi",
-            "body": "Body text",
+            "payload": {"to": ["a@example.com"], "subject": "Hi", "body": "Body text"},
         }
         first = gw.propose(token, email)[1]["id"]
         second = gw.propose(token, email)[1]["id"]

@@ -33,9 +33,11 @@ def test_queue_shows_email_as_sent_and_webhook_body(gw, token, make_destination,
         {
             "kind": "email",
             "destination": "mail",
-            "to": ["ops@example.com"],
-            "subject": "Quarterly <b>numbers</b>",
-            "body": "Hello\u202eevil",
+            "payload": {
+                "to": ["ops@example.com"],
+                "subject": "Quarterly <b>numbers</b>",
+                "body": "Hello\u202eevil",
+            },
         },
     )
     gw.propose(token, {"kind": "webhook", "destination": "hooks", "payload": {"text": "<script>x</script>"}})

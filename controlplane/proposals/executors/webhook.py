@@ -26,7 +26,7 @@ def send(proposal, credential: str | None) -> Outcome:
             timeout=settings.ROSTER_EXECUTOR_TIMEOUT_SECONDS, follow_redirects=False, trust_env=False
         ) as client:
             response = client.request(
-                dest.method or "POST", dest.url, json=proposal.payload["payload"], headers=headers
+                dest.method or "POST", dest.url, json=proposal.payload, headers=headers
             )
     except httpx.TransportError as exc:
         return Outcome(ok=False, transient=True, summary="no answer", detail=type(exc).__name__)

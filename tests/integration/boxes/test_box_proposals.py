@@ -81,9 +81,7 @@ def test_box_proposes_and_the_trusted_side_delivers(queued_stack):
             "email": {
                 "kind": "email",
                 "destination": "mail",
-                "to": ["team@example.com"],
-                "subject": "Build report",
-                "body": "All green.",
+                "payload": {"to": ["team@example.com"], "subject": "Build report", "body": "All green."},
             },
             "poll_seconds": 90,
         }

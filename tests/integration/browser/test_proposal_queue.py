@@ -20,18 +20,42 @@ CARD = "article.proposal"
 
 def test_approving_an_email_proposal_in_the_queue_sends_it_once(world, page_for):
     with smtp_server() as (port, mailbox):
-        destination_save(validate_destination({
-            "kind": "smtp", "smtp_host": "127.0.0.1", "smtp_port": port, "starttls": False,
-            "from_address": "digest@example.com", "allowed_recipients": ["@example.com"]}, name="mail"))
+        destination_save(
+            validate_destination(
+                {
+                    "kind": "smtp",
+                    "smtp_host": "127.0.0.1",
+                    "smtp_port": port,
+                    "starttls": False,
+                    "from_address": "digest@example.com",
+                    "allowed_recipients": ["@example.com"],
+                },
+                name="mail",
+            )
+        )
         alice = page_for(world["alice"])
         assert alice.locator(CARD).count() == 0
         proxy = world["gateway"].proxy_url_with(world["token"])
         with httpx.Client(proxy=proxy, timeout=30) as box:
-            answer = box.post("http://proposals.roster.invalid/v1/proposals", json={
-                "kind": "email", "destination": "mail", "to": ["team@example.com"],
-                "subject": "Weekly digest", "body": "Three things happened this week.",
-                "attachments": [{"filename": "digest.txt", "content_type": "text/plain",
-                                 "content_b64": "aGVsbG8="}]})
+            answer = box.post(
+                "http://proposals.roster.invalid/v1/proposals",
+                json={
+                    "kind": "email",
+                    "destination": "mail",
+                    "payload": {
+                        "to": ["team@example.com"],
+                        "subject": "Weekly digest",
+                        "body": "Three things happened this week.",
+                        "attachments": [
+                            {
+                                "filename": "digest.txt",
+                                "content_type": "text/plain",
+                                "content_b64": "aGVsbG8=",
+                            }
+                        ],
+                    },
+                },
+            )
         assert answer.status_code == 201, answer.text
         proposal_id = answer.json()["id"]
         alice.wait_for_selector(CARD, timeout=20000)
