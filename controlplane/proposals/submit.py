@@ -115,7 +115,9 @@ def _destination_for(proposal_in) -> Destination | None:
             f"{PROPOSAL_KIND_FOR_DESTINATION[dest.kind]} proposals, not {proposal_in.kind}",
         )
     if proposal_in.kind == Proposal.Kind.EMAIL:
-        refused = [a for a in proposal_in.payload.to if not recipient_allowed(a, dest.allowed_recipients or [])]
+        refused = [
+            a for a in proposal_in.payload.to if not recipient_allowed(a, dest.allowed_recipients or [])
+        ]
         if refused:
             raise Rejected(
                 403,

@@ -25,9 +25,7 @@ def send(proposal, credential: str | None) -> Outcome:
         with httpx.Client(
             timeout=settings.ROSTER_EXECUTOR_TIMEOUT_SECONDS, follow_redirects=False, trust_env=False
         ) as client:
-            response = client.request(
-                dest.method or "POST", dest.url, json=proposal.payload, headers=headers
-            )
+            response = client.request(dest.method or "POST", dest.url, json=proposal.payload, headers=headers)
     except httpx.TransportError as exc:
         return Outcome(ok=False, transient=True, summary="no answer", detail=type(exc).__name__)
     summary = f"HTTP {response.status_code}"
