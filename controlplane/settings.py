@@ -71,6 +71,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The admin's styles and scripts (collected into STATIC_ROOT by `manage.py collectstatic`, which
+    # `make up` and the image build run), served with DEBUG off by the same process as the pages.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -131,7 +134,12 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(os.environ.get("ROSTER_STATIC_ROOT", VAR_DIR / "static"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Compressed copies made once at collectstatic; no manifest, so a page never fails for a missing entry.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
@@ -163,9 +171,9 @@ ROSTER_VAULT_KEY_FILE = Path(os.environ.get("ROSTER_VAULT_KEY_FILE", VAR_DIR / "
 ROSTER_GATEWAY_TOKEN_SHA256_FILE = Path(
     os.environ.get("ROSTER_GATEWAY_TOKEN_SHA256_FILE", VAR_DIR / "gateway-token.sha256")
 )
-ROSTER_GATEWAY_TOKEN_SHA256 = os.environ.get("ROSTER_GATEWAY_TOKEN_SHA256") or (
-    ROSTER_GATEWAY_TOKEN_SHA256_FILE.read_text().strip() if ROSTER_GATEWAY_TOKEN_SHA256_FILE.exists() else ""
-)
+# When set, wins over the file; otherwise the file is read when a call is authenticated (cached by mtime),
+# never at import: see controlplane.core.service_token.
+ROSTER_GATEWAY_TOKEN_SHA256 = os.environ.get("ROSTER_GATEWAY_TOKEN_SHA256", "")
 ROSTER_APPROVAL_TTL_SECONDS = _env_int("ROSTER_APPROVAL_TTL_SECONDS", 300)
 ROSTER_APPROVAL_GRACE_SECONDS = _env_int("ROSTER_APPROVAL_GRACE_SECONDS", 120)
 ROSTER_APPROVAL_WAIT_MAX_SECONDS = _env_float("ROSTER_APPROVAL_WAIT_MAX_SECONDS", 30.0)
