@@ -89,3 +89,16 @@ async def test_similar_names_are_ordinary_hosts(gw, cp):
 def test_reserved_name_must_be_under_invalid(gw):
     with pytest.raises(exceptions.OptionsError):
         gw.tctx.configure(gw, roster_proposals_host="proposals.example.com")
+
+
+async def test_https_to_the_reserved_name_is_intercepted_without_decide_and_answered_inside(gw, cp):
+    connect = make_flow(method="CONNECT", host=HOST, port=443, path="", host_header=f"{HOST}:443")
+    await gw.http_connect(connect)
+    assert connect.response is None and cp.calls == []  # intercepted; nothing decided, nothing dialled
+    state = gw.conns[connect.client_conn.id]
+    assert not state.tunnel and state.token == "rt_good"
+    inner = propose_flow({"kind": "webhook"}, scheme="https", port=443, token=None, sni=HOST)
+    inner.client_conn = connect.client_conn
+    await send(gw, inner)
+    assert inner.response.status_code == 201
+    assert cp.paths() == ["/proposals"] and cp.bodies("/proposals")[0]["token"] == "rt_good"
