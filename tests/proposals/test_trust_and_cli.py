@@ -18,6 +18,7 @@ from controlplane.fleet.models import Worker
 from controlplane.proposals import previews, services
 from controlplane.proposals.config_services import trust_rule_save
 from controlplane.proposals.models import Proposal, TrustRule
+from controlplane.proposals.tasks import expire_proposals
 from tests.proposals.servers import smtp_server, webhook_server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
@@ -156,3 +157,7 @@ def test_expiry_is_not_refusal(gw, token, make_destination):
     assert Proposal.objects.get(pk=body["id"]).status == "expired"
     assert gw.status(token, body["id"])[1]["status"] == "expired"
     assert services.proposal_expire_due() == 0
+    _s, later = gw.propose(token, {"kind": "webhook", "destination": "hooks", "payload": {"n": 2}})
+    Proposal.objects.filter(pk=later["id"]).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert expire_proposals() == 1  # the beat task
+    assert Proposal.objects.get(pk=later["id"]).status == "expired"
