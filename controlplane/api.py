@@ -4,6 +4,7 @@ from ninja import NinjaAPI
 from ninja.errors import ValidationError
 
 from controlplane.egress.routes import router as gateway_router
+from controlplane.proposals.api import router as proposals_router
 
 api = NinjaAPI(title="Roster control plane", version="1", urls_namespace="api")
 
@@ -30,3 +31,4 @@ def _invalid_request(request, exc: ValidationError):
 
 
 api.add_router("/gateway/", gateway_router)
+api.add_router("/gateway/", proposals_router)

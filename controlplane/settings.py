@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "controlplane.audit",
     "controlplane.approvals",
     "controlplane.dispatch",
+    "controlplane.proposals",
     "controlplane.web",
 ]
 
@@ -158,6 +159,7 @@ CELERY_TASK_ALWAYS_EAGER = os.environ.get("ROSTER_CELERY_EAGER", "0") == "1"
 CELERY_BEAT_SCHEDULE = {
     "expire-approvals": {"task": "controlplane.approvals.tasks.expire_approvals", "schedule": 5.0},
     "reap-runs": {"task": "controlplane.dispatch.tasks.reap_runs", "schedule": 15.0},
+    "expire-proposals": {"task": "controlplane.proposals.tasks.expire_proposals", "schedule": 30.0},
 }
 
 # --- Roster: named limits and timeouts (never literals in code) ---
@@ -277,3 +279,24 @@ ROSTER_AGENT_MAX_TURNS = _env_int("ROSTER_AGENT_MAX_TURNS", 12)
 ROSTER_AGENT_MAX_TOKENS = _env_int("ROSTER_AGENT_MAX_TOKENS", 20000)
 # MCP servers the agent may call, `name=url,name=url` (each still needs a grant naming its tools).
 ROSTER_AGENT_MCP_SERVERS = os.environ.get("ROSTER_AGENT_MCP_SERVERS", "")
+
+# --- Proposals: what a box asks the trusted side to do (docs/proposals.md) ---
+# The reserved name the gateway answers itself for proposals (".invalid" can never be a real host).
+ROSTER_PROPOSALS_HOST = os.environ.get("ROSTER_PROPOSALS_HOST", "proposals.roster.invalid")
+# A pending proposal nobody decided by then expires (never refused: expiry is not a human's no).
+ROSTER_PROPOSAL_TTL_SECONDS = _env_int("ROSTER_PROPOSAL_TTL_SECONDS", 24 * 3600)
+# Largest proposal body the box may send (JSON as received); bigger is 413, nothing recorded.
+ROSTER_PROPOSAL_MAX_BYTES = _env_int("ROSTER_PROPOSAL_MAX_BYTES", 2 * 1024 * 1024)
+# E-mail: total decoded attachment bytes and how many; body and subject limits.
+ROSTER_PROPOSAL_MAX_ATTACHMENT_BYTES = _env_int("ROSTER_PROPOSAL_MAX_ATTACHMENT_BYTES", 1024 * 1024)
+ROSTER_PROPOSAL_MAX_ATTACHMENTS = _env_int("ROSTER_PROPOSAL_MAX_ATTACHMENTS", 10)
+ROSTER_PROPOSAL_MAX_RECIPIENTS = _env_int("ROSTER_PROPOSAL_MAX_RECIPIENTS", 20)
+ROSTER_PROPOSAL_MAX_TEXT_BYTES = _env_int("ROSTER_PROPOSAL_MAX_TEXT_BYTES", 256 * 1024)
+# How many of the run's received results a proposal records as "what the run saw".
+ROSTER_PROPOSAL_SEEN_MAX = _env_int("ROSTER_PROPOSAL_SEEN_MAX", 50)
+# Executors: attempts on a transient failure (server down, timeout, 5xx / 4xx SMTP), backoff between them.
+ROSTER_EXECUTOR_MAX_ATTEMPTS = _env_int("ROSTER_EXECUTOR_MAX_ATTEMPTS", 3)
+ROSTER_EXECUTOR_RETRY_SECONDS = _env_float("ROSTER_EXECUTOR_RETRY_SECONDS", 10.0)
+ROSTER_EXECUTOR_TIMEOUT_SECONDS = _env_float("ROSTER_EXECUTOR_TIMEOUT_SECONDS", 20.0)
+# How much of a remote's answer is kept on the proposal (its status line, the start of its body).
+ROSTER_EXECUTOR_ANSWER_CHARS = _env_int("ROSTER_EXECUTOR_ANSWER_CHARS", 500)

@@ -10,7 +10,7 @@ import logging
 from mitmproxy import connection, ctx, exceptions, http, tcp, tls, udp
 from mitmproxy.proxy import layer, layers
 
-from roster_gateway import model_flow, shapes
+from roster_gateway import model_flow, proposals, shapes
 from roster_gateway.addresses import Vetting
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown, Transport
 from roster_gateway.decoding import narrow_accept_encoding
@@ -187,6 +187,9 @@ class Gateway:
         refusal = self._check_request(flow, state)
         if refusal is not None:
             deny_flow(flow, refusal.status, refusal.reason, refusal.message)
+            return
+        if proposals.is_reserved(self.config, flow.request.host):
+            await proposals.answer(self.steps, flow, token)  # answered here: never dialled, never /decide
             return
         try:
             body = flow.request.get_content(strict=True) or b""
