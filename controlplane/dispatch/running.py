@@ -38,6 +38,7 @@ def run_claim(run_id: int) -> tuple[Run, str] | None:
     with transaction.atomic():
         claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
             status=Run.Status.STARTING, status_reason="", token_hash=hashed, deadline=grace,
+            box_host=settings.ROSTER_BOX_NAMESPACE,
         )
         if not claimed:
             return None
@@ -128,6 +129,7 @@ def run_dispatch(run_id: int) -> None:
         kwargs = box.box_create_kwargs(run, image_id=image_id, network=network, token=token, dirs=dirs,
                                        sentinels=sentinel_environment(run.worker))
         container = client.containers.create(**kwargs)
+        collector = box.box_output_collector(container)  # before start: no output can be missed
         container.start()
         started = timezone.now()
         log.info("run %s: box up %.0f ms after claim", run_id, 1000 * (time.monotonic() - claimed_at))
@@ -135,8 +137,9 @@ def run_dispatch(run_id: int) -> None:
         if run_mark_running(run_id, started_at=started, deadline=deadline, image_id=image_id,
                             container_id=container.id) is None:
             log.info("run %s ended while its box was starting; removing the box", run_id)
+            collector.stop()
             return
-        outcome = box.box_watch(container, deadline)
+        outcome = box.box_watch(container, deadline, collector=collector)
         box.box_remove(client, run_id)  # gone before the run reads as ended
         run_finish(run_id, outcome)
     except Exception as exc:

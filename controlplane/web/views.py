@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET
 
+from controlplane.approvals.cards import approval_cards_for_run
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run
 from controlplane.ledger.selectors import cap_statuses
@@ -57,7 +58,7 @@ def run_timeline(request: HttpRequest, run_id: int) -> HttpResponse:
         "run": run,
         "taint": DataClass(run.taint).label,
         "entries": selectors.run_timeline(run),
-        "approvals": selectors.approval_cards_for_run(run),
+        "approvals": approval_cards_for_run(run),
         "totals": selectors.run_totals(run),
         "traces": selectors.run_traces(run),
         "output": run.output[: settings.ROSTER_WEB_OUTPUT_PREVIEW_CHARS],

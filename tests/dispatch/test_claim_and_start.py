@@ -27,7 +27,8 @@ def _states(run) -> list[str]:
     return [r.body for r in AuditRecord.objects.filter(kind="run_state", run_id_ref=run.pk).order_by("seq")]
 
 
-def test_claim_happens_once_and_mints_a_fresh_token(worker):
+def test_claim_happens_once_and_mints_a_fresh_token(worker, settings):
+    settings.ROSTER_BOX_NAMESPACE = "this-box-host"
     run, created_token = run_create(worker, command=["true"])
     claimed = running.run_claim(run.pk)
     assert claimed is not None
@@ -37,6 +38,7 @@ def test_claim_happens_once_and_mints_a_fresh_token(worker):
     assert run_resolve_token(created_token) is None  # the token that existed before dispatch is dead
     assert run_resolve_token(box_token).pk == run.pk
     assert claimed_run.deadline is not None  # the reaper fails it if no box runs by then
+    assert claimed_run.box_host == "this-box-host"  # whose reaper judges it
     assert running.run_claim(run.pk) is None  # a second delivery gets nothing
     assert sum('"to":"starting"' in body for body in _states(run)) == 1
 
