@@ -31,6 +31,28 @@ def proxy_url(network: BoxNetwork, token: str) -> str:
     return f"http://{PROXY_USER}:{quote(token, safe='')}@{network.gateway_ip}:{settings.ROSTER_GATEWAY_PORT}"
 
 
+AGENT_COMMAND = ("python3", "-m", "workers.agent")
+
+
+def agent_command(task: str, *, base_url: str = "", model: str = "") -> list[str]:
+    """The reference agent on `task`, with the model this control plane is set to use written into the
+    run's command, so the run record says which model it talked to."""
+    return [*AGENT_COMMAND, "--base-url", base_url or settings.ROSTER_AGENT_BASE_URL,
+            "--model", model or settings.ROSTER_AGENT_MODEL, "--", task]
+
+
+def agent_environment() -> dict[str, str]:
+    """Where the reference agent (workers/agent) finds its model: settings, never a secret."""
+    return {
+        "ROSTER_AGENT_BASE_URL": settings.ROSTER_AGENT_BASE_URL,
+        "ROSTER_AGENT_MODEL": settings.ROSTER_AGENT_MODEL,
+        "ROSTER_AGENT_KEY_VARIABLE": settings.ROSTER_AGENT_KEY_VARIABLE,
+        "ROSTER_AGENT_MAX_TURNS": str(settings.ROSTER_AGENT_MAX_TURNS),
+        "ROSTER_AGENT_MAX_TOKENS": str(settings.ROSTER_AGENT_MAX_TOKENS),
+        "ROSTER_AGENT_MCP_SERVERS": settings.ROSTER_AGENT_MCP_SERVERS,
+    }
+
+
 def box_environment(run: Run, network: BoxNetwork, token: str, sentinels: dict[str, str]) -> dict[str, str]:
     proxy = proxy_url(network, token)
     env = dict(sentinels)
@@ -43,6 +65,7 @@ def box_environment(run: Run, network: BoxNetwork, token: str, sentinels: dict[s
         "ROSTER_RUN_ID": str(run.pk),
         "ROSTER_WORKER": run.worker.name,
     })
+    env.update(agent_environment())
     env.update({name: BOX_CA_BUNDLE for name in CA_VARIABLES})
     return env
 

@@ -49,8 +49,21 @@ def test_start_takes_everything_after_the_double_dash(worker, enqueued, django_c
     assert enqueued == [run.pk]
 
 
+def test_start_agent_runs_the_reference_agent_on_the_task(worker, enqueued, settings,
+                                                          django_capture_on_commit_callbacks):
+    settings.ROSTER_AGENT_BASE_URL, settings.ROSTER_AGENT_MODEL = "http://127.0.0.1:18091/v1", "scripted"
+    with django_capture_on_commit_callbacks(execute=True):
+        out, _ = _cli("start", worker.name, "--agent", "Summarise https://example.org; then stop")
+    run = Run.objects.get()
+    assert run.command == ["python3", "-m", "workers.agent", "--base-url", "http://127.0.0.1:18091/v1",
+                           "--model", "scripted", "--", "Summarise https://example.org; then stop"]
+    assert enqueued == [run.pk]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["start", "box-worker"], "give the command after --"),
+    (["start", "box-worker", "--agent", "task", "--", "true"], "either --agent TASK or a command"),
+    (["start", "box-worker", "--agent", "  "], "--agent needs a task"),
     (["start", "box-worker", "--timeout", "0", "--", "true"], "must be a positive number"),
     (["start", "nobody", "--", "true"], "no worker named 'nobody'"),
     (["wait", "999"], "no run 999"),
@@ -125,9 +138,9 @@ def test_logs_say_when_output_was_truncated(worker):
 
 
 def test_cancel_a_queued_run_revokes_its_token(worker, monkeypatch):
-    from controlplane.dispatch import services
+    from controlplane.dispatch import cancelling
 
-    monkeypatch.setattr(services, "docker_client", lambda: pytest.fail("no box to kill"))
+    monkeypatch.setattr(cancelling, "docker_client", lambda: pytest.fail("no box to kill"))
     run, token = run_create(worker, command=["true"])
     out, _ = _cli("cancel", str(run.pk))
     assert out == f"run {run.pk}: cancelled (cancelled by command line)\n"
