@@ -19,7 +19,7 @@ from django.utils.dateparse import parse_datetime
 from controlplane.dispatch import box
 from controlplane.dispatch.engine import docker_client
 from controlplane.dispatch.rundirs import run_dirs_remove
-from controlplane.dispatch.services import run_end, run_finish
+from controlplane.dispatch.running import run_end, run_finish
 from controlplane.fleet.models import Run
 
 log = logging.getLogger(__name__)
