@@ -1,10 +1,9 @@
-# ruff: noqa: S310, S603, S607 - this probe runs inside a box and calls exactly these clients
+# ruff: noqa: S108, S310, S603, S607 - this probe runs inside a box and calls exactly these clients
 """Runs INSIDE a box: each client a worker's own code is likely to use (requests, httpx, the openai client,
 curl, git, pip, Node's fetch) against a granted HTTPS upstream and a denied one, with only what the box
 environment gives it. Prints one line `COMPAT {...}`: per client, what it got."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -53,8 +52,9 @@ def openai_chat(base_url):
         return f"{exc.status_code} {exc.response.headers.get('x-roster-deny-reason', '')}"
 
 
-NODE = "fetch(process.argv[1]).then(async r => console.log(r.status, r.headers.get('x-roster-deny-reason') || '', " \
-       "(await r.text()).slice(0, 80))).catch(e => { console.log('error', String(e.cause || e)); process.exit(3) })"
+NODE = ("fetch(process.argv[1]).then(async r => console.log(r.status, "
+        "r.headers.get('x-roster-deny-reason') || '', (await r.text()).slice(0, 80)))"
+        ".catch(e => { console.log('error', String(e.cause || e)); process.exit(3) })")
 
 for label, url in (("allowed", allowed), ("denied", denied)):
     attempt(f"requests_{label}", lambda url=url: requests_get(url))

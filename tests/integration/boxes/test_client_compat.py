@@ -68,8 +68,8 @@ def test_real_clients_in_a_box(stack):
     assert "403" in got["pip_denied"], got
     paths = [r["path"] for r in site.requests]
     assert "/files/hello.txt" in paths
-    assert any(p.startswith("/files/repo.git/info/refs") for p in paths), paths  # git, over TLS via the gateway
-    assert any(p.startswith("/files/simple/roster-compat-probe") for p in paths), paths  # pip
+    assert any(p.startswith("/files/repo.git/info/refs") for p in paths), paths  # git, via the gateway
+    assert any(p.startswith("/files/simple/roster-compat-probe") for p in paths), paths  # and pip
     assert all(r["headers"].get("user-agent") for r in site.requests)
 
     # The openai client: the real key injected (the box holds the sentinel), a refusal for another host.
