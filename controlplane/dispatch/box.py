@@ -122,7 +122,13 @@ def box_create_kwargs(run: Run, *, image_id: str, network: BoxNetwork, token: st
 
 
 class OutputCollector(threading.Thread):
-    """Reads the box's interleaved stdout/stderr as it is written and keeps the first max_bytes."""
+    """Keeps the first max_bytes of the box's interleaved stdout/stderr, and whether anything was dropped.
+
+    The dispatcher attaches (`attach_before_start`) before the box starts, so every byte passes through
+    here whatever the box's speed or exit timing: Docker's on-disk log is capped (see box_create_kwargs) and
+    rotates by truncation, so a flood read back from it after the fact can have lost its start or its
+    middle. Reading that log (`follow`) is left for recovery, when the watcher was lost; what comes from
+    it cannot be proven whole and is flagged truncated."""
 
     def __init__(self, container, max_bytes: int, follow: bool = True):
         super().__init__(daemon=True)
@@ -130,11 +136,18 @@ class OutputCollector(threading.Thread):
         self.chunks: list[bytes] = []
         self.size = 0
         self.truncated = False
+        self.complete = False  # the stream ended (or the limit was reached) rather than being cut off
+        self.attached = False
         self._stream = None
+
+    def attach_before_start(self) -> None:
+        self._stream = self.container.attach(stdout=True, stderr=True, stream=True, logs=False)
+        self.attached = True
 
     def run(self) -> None:
         with contextlib.suppress(docker.errors.DockerException, requests.RequestException, OSError):
-            self._stream = self.container.logs(stdout=True, stderr=True, stream=True, follow=self.follow)
+            if self._stream is None:
+                self._stream = self.container.logs(stdout=True, stderr=True, stream=True, follow=self.follow)
             for chunk in self._stream:
                 room = self.max_bytes - self.size
                 if len(chunk) > room:
@@ -144,12 +157,23 @@ class OutputCollector(threading.Thread):
                     break
                 self.chunks.append(chunk)
                 self.size += len(chunk)
+            self.complete = True
+        if not self.attached:
+            # Read back from Docker's capped log, which may have dropped bytes without a trace.
+            self.truncated = True
         self.stop()
 
     def stop(self) -> None:
         if self._stream is not None:
             with contextlib.suppress(Exception):
                 self._stream.close()
+
+    def finish(self, timeout: float) -> None:
+        """Wait for the rest of the output; what is still unread then is dropped, and said to be."""
+        self.join(timeout=timeout)
+        if self.is_alive() or not self.complete:
+            self.truncated = True
+        self.stop()
 
     def text(self) -> str:
         # NUL too: PostgreSQL text refuses it, and a failed final save would lose the output and exit status.
@@ -170,9 +194,20 @@ def box_kill(container) -> None:
         container.kill()
 
 
-def box_watch(container, deadline: datetime, *, follow: bool = True) -> BoxOutcome:
-    """Wait for the box to exit or its deadline, killing it at the deadline; collect its output."""
-    collector = OutputCollector(container, settings.ROSTER_RUN_MAX_OUTPUT_BYTES, follow=follow)
+def box_output_collector(container) -> OutputCollector:
+    """Attached to a created box before it starts (call container.start() after this), so no output is
+    missed; hand it to box_watch."""
+    collector = OutputCollector(container, settings.ROSTER_RUN_MAX_OUTPUT_BYTES)
+    collector.attach_before_start()
+    return collector
+
+
+def box_watch(container, deadline: datetime, *, follow: bool = True,
+              collector: OutputCollector | None = None) -> BoxOutcome:
+    """Wait for the box to exit or its deadline, killing it at the deadline; collect its output (from the
+    collector attached before start; else from Docker's log, as recovery does, flagged truncated)."""
+    if collector is None:
+        collector = OutputCollector(container, settings.ROSTER_RUN_MAX_OUTPUT_BYTES, follow=follow)
     collector.start()
     timed_out = False
     exit_code = None
@@ -186,8 +221,7 @@ def box_watch(container, deadline: datetime, *, follow: bool = True) -> BoxOutco
         box_kill(container)
         with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
             exit_code = container.wait(timeout=settings.ROSTER_BOX_KILL_WAIT_SECONDS)["StatusCode"]
-    collector.join(timeout=settings.ROSTER_BOX_KILL_WAIT_SECONDS)
-    collector.stop()
+    collector.finish(timeout=settings.ROSTER_BOX_KILL_WAIT_SECONDS)
     oom = False
     with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
         container.reload()
