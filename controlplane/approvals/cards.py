@@ -25,6 +25,7 @@ class ApprovalCard:
     method: str
     url: str
     headers: list[tuple[str, str]]
+    bound_headers: frozenset[str]  # names bound to an approval (a replay must carry the same values)
     body_preview: str
     body_size: int | None
     body_sha256: str
@@ -49,6 +50,7 @@ def _card(approval: Approval, sentinels: dict[str, str], now: datetime) -> Appro
         method=visible(str(req.get("method", ""))),
         url=mask_text(str(req.get("url", "")), sentinels),
         headers=mask_headers(req.get("headers") or [], sentinels),
+        bound_headers=frozenset(str(n) for n in req.get("bound_headers") or ()),
         body_preview=mask_text(str(req.get("body_preview", "")), sentinels),
         body_size=req.get("body_size"),
         body_sha256=str(req.get("body_sha256", "")),
