@@ -234,7 +234,7 @@ class Gateway:
             if decision.reason == "bad_token":
                 status = 407
             deny_flow(flow, status, decision.reason or "policy_error", decision.message,
-                      decision_id=decision.decision_id, budget=decision.budget)
+                      decision_id=decision.decision_id, budget=decision.budget, comment=decision.comment)
             return None
         return decision
 
