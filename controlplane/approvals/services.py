@@ -143,6 +143,9 @@ def approval_abandon(approval_id) -> Approval:
             approval.save(update_fields=["abandoned_at", "grace_until"])
             audit_append("approval", {"approval": str(approval.pk), "event": "abandoned",
                                       "status": approval.status}, run=approval.run)
+            # Open queue pages show that the box stopped waiting.
+            status = approval.status
+            transaction.on_commit(lambda: broadcast.approval_changed(str(approval.pk), status))
     return approval
 
 
