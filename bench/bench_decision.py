@@ -73,22 +73,22 @@ def _service_only(tokens: list[str], sentinel: str, total: int) -> None:
     import django
 
     django.setup()
-    from controlplane.policy import service
+    from controlplane.egress import decide, request
 
     requests = []
     for token in tokens:
         body = _body(token, sentinel)
         body["headers"] = tuple(tuple(h) for h in body["headers"])
         body["mcp"] = ()
-        requests.append(service.EgressRequest(**body))
+        requests.append(request.EgressRequest(**body))
     latencies = []
     for i in range(WARMUP + total):
         start = time.perf_counter()
-        answer = service.decide(requests[i % len(requests)])
+        answer = decide.decide(requests[i % len(requests)])
         if i >= WARMUP:
             latencies.append((time.perf_counter() - start) * 1000)
-        if answer["verdict"] != "allow":
-            raise RuntimeError(f"not allowed: {answer['reason']}")
+        if answer.decision.verdict != "allow":
+            raise RuntimeError(f"not allowed: {answer.decision.reason}")
     print(json.dumps(latencies))
 
 
@@ -205,7 +205,7 @@ def main() -> None:
         print(f"{name:<28} {concurrency:>11} {total:>8} {p50:>8.2f} {p99:>8.2f} {mean:>8.2f} {rps:>8.0f}")
     print(f"{'in-process':<28} {'':>11} {len(service_ms):>8} {_percentile(service_ms, 0.5):>8.2f} "
           f"{_percentile(service_ms, 0.99):>8.2f} {statistics.mean(service_ms):>8.2f} {'':>8}"
-          "  (policy.service.decide alone, no HTTP)")
+          "  (egress.decide.decide alone, no HTTP)")
     print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 

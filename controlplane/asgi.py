@@ -10,7 +10,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from controlplane.approvals.routing import websocket_urlpatterns  # noqa: E402
-from controlplane.policy.gateway_asgi import gateway_first  # noqa: E402
+from controlplane.egress.asgi import gateway_first  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

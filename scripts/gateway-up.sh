@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Starts the egress gateway (mitmdump + gateway/roster_gateway) in the background. Idempotent.
-#  - service token: var/gateway/service.token (0600), generated once; its SHA-256 goes to
-#    var/gateway-token.sha256, which the control plane reads (settings.ROSTER_GATEWAY_TOKEN_SHA256_FILE).
+#  - service token: var/gateway/service.token (0600), made once by scripts/mint-secrets.sh; its SHA-256 is
+#    var/gateway-token.sha256, which the control plane reads when it authenticates a call.
 #  - CA: minted by mitmproxy in var/gateway/ca (0700; the key never leaves it); only the public
 #    certificate is exported to var/gateway/mitmproxy-ca-cert.pem (settings.ROSTER_GATEWAY_CA_CERT).
 #  - listens on the box bridge's address when the bridge exists (boxes reach only that), else loopback;
 #    health on 127.0.0.1:${ROSTER_GATEWAY_HEALTH_PORT:-8081}/healthz.
+#  - ROSTER_GATEWAY_PRIVATE_UPSTREAMS: internal upstreams the gateway may dial although they are private or
+#    loopback (comma-separated ranges, addresses, host:port; docs/operations.md). Checked at start: a bad
+#    entry, or one covering the control plane or the gateway itself, stops the gateway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 umask 077
@@ -19,12 +22,7 @@ if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
 fi
 
 token_file=var/gateway/service.token
-if [ ! -s "$token_file" ]; then
-  gateway/.venv/bin/python -c 'import secrets; print("gst_" + secrets.token_urlsafe(32))' >"$token_file"
-fi
-chmod 600 "$token_file"
-tr -d '\n' <"$token_file" | sha256sum | cut -d' ' -f1 >var/gateway-token.sha256
-chmod 644 var/gateway-token.sha256
+scripts/mint-secrets.sh  # the token and its hash (normally made already by scripts/up.sh)
 
 bridge=${ROSTER_BOX_BRIDGE:-roster-br0}
 bridge_addr=$(ip -4 -o addr show dev "$bridge" 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -1 || true)
@@ -46,6 +44,7 @@ nohup setsid gateway/.venv/bin/mitmdump -q -s gateway/roster_gateway/script.py \
   --set roster_hold_seconds="${ROSTER_GATEWAY_HOLD_SECONDS:-60}" \
   --set roster_health_port="$health_port" \
   --set roster_ca_cert_export="$PWD/var/gateway/mitmproxy-ca-cert.pem" \
+  --set roster_private_upstreams="${ROSTER_GATEWAY_PRIVATE_UPSTREAMS:-}" \
   >var/log/gateway.log 2>&1 &
 echo $! >"$pidfile"
 
@@ -58,5 +57,6 @@ for _ in $(seq 1 60); do
   kill -0 "$(cat "$pidfile")" 2>/dev/null || break
   sleep 0.25
 done
-echo "gateway-up: the gateway did not start; see var/log/gateway.log" >&2
+echo "gateway-up: the gateway did not start; see var/log/gateway.log. It said:" >&2
+grep -E "Error|error" var/log/gateway.log | tail -n 2 >&2
 exit 1

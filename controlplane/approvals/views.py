@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from controlplane.approvals import services
 from controlplane.approvals.models import Approval
+from controlplane.proposals.selectors import pending_proposal_cards, recent_proposal_cards
 from controlplane.web.masking import known_sentinels, mask_text
 from controlplane.web.security import hardened
 from controlplane.web.selectors import pending_approval_cards, recent_decided_cards
@@ -31,6 +32,8 @@ def _queue_context(request: HttpRequest) -> dict:
         "deny_comment_required": settings.ROSTER_APPROVAL_DENY_COMMENT_REQUIRED,
         "comment_max": settings.ROSTER_APPROVAL_COMMENT_MAX_CHARS,
         "grace_seconds": settings.ROSTER_APPROVAL_GRACE_SECONDS,
+        "proposals": pending_proposal_cards(),
+        "recent_proposals": recent_proposal_cards(settings.ROSTER_WEB_RECENT_DECISIONS),
     }
 
 

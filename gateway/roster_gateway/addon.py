@@ -10,9 +10,8 @@ import logging
 from mitmproxy import connection, ctx, exceptions, http, tcp, tls, udp
 from mitmproxy.proxy import layer, layers
 
-from roster_gateway import shapes
-from roster_gateway.addresses import AddressRefused, Vetting, vetted_address
-from roster_gateway.approvals import decide_and_hold
+from roster_gateway import model_flow, proposals, shapes
+from roster_gateway.addresses import Vetting
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown, Transport
 from roster_gateway.decoding import narrow_accept_encoding
 from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
@@ -21,9 +20,11 @@ from roster_gateway.mcp import MalformedBody, mcp_calls
 from roster_gateway.options import OPTIONS, GatewayConfig, build_config, export_ca_cert
 from roster_gateway.outcomes import OutcomeReporter
 from roster_gateway.responses import deny_flow
-from roster_gateway.scrub import scrubber_for
+from roster_gateway.scrub import scrub_echoes, scrub_error, scrubber_for
+from roster_gateway.steps import ConnState, Steps
 from roster_gateway.swap import SwapRefused, apply_secrets
-from roster_gateway.wire import DENY_STATUSES, Decision
+from roster_gateway.tunnel import judge_connect
+from roster_gateway.wire import Decision
 
 log = logging.getLogger("roster_gateway")
 RANGE_HEADERS = ("range", "if-range")
@@ -53,18 +54,6 @@ def fail_closed(hook):
     return wrapper
 
 
-class ConnState:
-    """What the gateway knows about one client connection."""
-
-    __slots__ = ("token", "connect_target", "tunnel", "dial_names")
-
-    def __init__(self) -> None:
-        self.token: str | None = None
-        self.connect_target: tuple[str, int] | None = None
-        self.tunnel = False
-        self.dial_names: dict[tuple[str, int], str] = {}  # vetted (ip, port) -> name for SNI
-
-
 class Gateway:
     def __init__(self, transport: Transport | None = None) -> None:
         self._transport = transport  # tests inject a fake control plane
@@ -76,6 +65,7 @@ class Gateway:
         self.background: set[asyncio.Task] = set()
         self._configuring = False
         self.outcomes: OutcomeReporter | None = None
+        self.steps: Steps | None = None
 
     # --- lifecycle ---
     def load(self, loader) -> None:
@@ -110,17 +100,22 @@ class Gateway:
             self.config = config
             self.vetting = Vetting(allow_loopback=config.allow_loopback_upstreams,
                                    own_ports=config.own_ports, control_plane=config.control_plane_endpoint,
-                                   also_control_plane=config.also_control_plane)
+                                   also_control_plane=config.also_control_plane,
+                                   private_upstreams=config.private_upstreams)
             self.client = ControlPlaneClient(config.control_plane, config.service_token,
                                              decide_timeout=config.decide_timeout,
                                              outcome_timeout=config.outcome_timeout,
                                              transport=self._transport)
             self.outcomes = OutcomeReporter(self.client, max_batch=config.outcome_batch_max,
                                             flush_delay=config.outcome_flush_delay, spawn=self._spawn)
+            self.steps = Steps(config, self.client, self.vetting, self.outcomes, self.background)
             if old is not None and self._transport is None:
                 self._spawn(old.close())
             if config.allow_loopback_upstreams:
                 log.warning("roster_allow_loopback_upstreams is on: for tests only")
+            if config.private_upstreams:
+                log.info("private upstreams the gateway may dial: %s",
+                         ", ".join(map(str, config.private_upstreams)))
         wanted = {k: v for k, v in REQUIRED_OPTIONS.items() if hasattr(opts, k)}
         if hasattr(opts, "body_size_limit"):
             # mitmproxy itself answers 413 for a body over the limit, before reading it.
@@ -134,7 +129,9 @@ class Gateway:
         if self.config and self.config.health_port and self.client:
             self.health = HealthServer(self.config.health_port, self.client.healthy,
                                        cache_seconds=self.config.health_cache_seconds,
-                                       probe_timeout=self.config.decide_timeout)
+                                       probe_timeout=self.config.decide_timeout,
+                                       info={"private_upstreams": [str(e) for e in
+                                                                   self.config.private_upstreams]})
             await self.health.start()
 
     async def shutdown(self) -> None:
@@ -168,7 +165,8 @@ class Gateway:
         if flow.request.method.upper() == "CONNECT" or self.config is None:
             return
         try:
-            refusal = shapes.check_headers(flow.request, self.config.max_body_bytes)
+            refusal = (shapes.check_sizes(flow.request, self.config)
+                       or shapes.check_headers(flow.request, self.config.max_body_bytes))
         except Exception:  # noqa: BLE001 - fail closed
             refusal = shapes.Refusal("malformed_request", 400, "unreadable request headers")
         if refusal:
@@ -178,7 +176,7 @@ class Gateway:
     async def request(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None or flow.request.method.upper() == "CONNECT":
             return
-        if self.config is None or self.client is None:
+        if self.steps is None:
             deny_flow(flow, 503, "policy_error", "gateway is not configured")
             return
         state = self._conn(flow.client_conn)
@@ -190,6 +188,9 @@ class Gateway:
         if refusal is not None:
             deny_flow(flow, refusal.status, refusal.reason, refusal.message)
             return
+        if proposals.is_reserved(self.config, flow.request.host):
+            await proposals.answer(self.steps, flow, token)  # answered here: never dialled, never /decide
+            return
         try:
             body = flow.request.get_content(strict=True) or b""
             mcp = mcp_calls(flow.request.headers.get("content-type", ""), body)
@@ -199,14 +200,16 @@ class Gateway:
         scheme = "https" if flow.request.scheme == "https" else "http"
         payload = decide_payload(flow.request, token=token or "", scheme=scheme, mcp=mcp,
                                  preview_bytes=self.config.body_preview_bytes)
-        decision = await self._judge(flow, payload, token)
+        model_flow.note_request(flow, body, payload)
+        decision = await self.steps.judge(flow, payload, token)
         if decision is None:
             return
         await self._allow(flow, decision, state)
 
     def _check_request(self, flow: http.HTTPFlow, state: ConnState) -> shapes.Refusal | None:
         request = flow.request
-        refusal = shapes.check_headers(request, self.config.max_body_bytes)
+        refusal = (shapes.check_sizes(request, self.config)
+                   or shapes.check_headers(request, self.config.max_body_bytes))
         if refusal:
             return refusal
         if len(request.raw_content or b"") > self.config.max_body_bytes:
@@ -215,56 +218,21 @@ class Gateway:
         if refusal:
             return refusal
         sni = flow.client_conn.sni if request.scheme == "https" else None
-        return shapes.check_authority(request, connect_target=state.connect_target, sni=sni)
-
-    async def _judge(self, flow: http.HTTPFlow, payload: dict, token: str | None) -> Decision | None:
-        """Ask /decide (and hold for an approval). Returns the allow decision, or None after denying."""
-        try:
-            decision = await decide_and_hold(self, payload)
-        except ControlPlaneDown as exc:
-            deny_flow(flow, 503, "control_plane_unavailable", str(exc))
-            return None
-        if not token:
-            # Belt and braces: without a run token nothing passes, whatever the answer said.
-            self._settle_unused(decision)
-            deny_flow(flow, 407, "bad_token", "proxy credentials (the run token) are required")
-            return None
-        if decision.verdict != "allow":
-            status = decision.status if decision.status in DENY_STATUSES else 403
-            if decision.reason == "bad_token":
-                status = 407
-            deny_flow(flow, status, decision.reason or "policy_error", decision.message,
-                      decision_id=decision.decision_id, budget=decision.budget, comment=decision.comment)
-            return None
-        return decision
-
-    def _settle_unused(self, decision: Decision, status: int = 0, error: str = "not forwarded") -> None:
-        if decision.verdict == "allow" and decision.decision_id:
-            self._report(decision.decision_id, status, 0, 0, error)
-
-    async def vet_or_deny(self, flow: http.HTTPFlow, decision: Decision, host: str) -> str | None:
-        """The one address an allowed request (or tunnel) may dial, resolved once; None after denying."""
-        try:
-            return await vetted_address(host, flow.request.port, self.vetting,
-                                        dns_timeout=self.config.dns_timeout,
-                                        granted=decision.grant is not None)
-        except AddressRefused as exc:
-            self._settle_unused(decision, 403, "blocked_address")
-            deny_flow(flow, 403, "blocked_address", f"refusing to dial {host}: {exc}",
-                      decision_id=decision.decision_id)
-            return None
+        return (shapes.check_authority(request, connect_target=state.connect_target, sni=sni)
+                or shapes.check_canonical(request))
 
     async def _allow(self, flow: http.HTTPFlow, decision: Decision, state: ConnState) -> None:
         request = flow.request
         host = shapes.normalise_host(request.host)
-        ip = await self.vet_or_deny(flow, decision, host)
+        ip = await self.steps.vet_or_deny(flow, decision, host)
         if ip is None:
             return
+        model_flow.before_forwarding(flow)
         if decision.trace:
             try:
                 await self.client.trace(decision.decision_id, request.raw_content or b"")
             except ControlPlaneDown as exc:
-                self._settle_unused(decision, 503, "trace_failed")
+                self.steps.settle_unused(decision, 503, "trace_failed")
                 deny_flow(flow, 503, "trace_failed", f"model input could not be traced: {exc}",
                           decision_id=decision.decision_id)
                 return
@@ -272,7 +240,7 @@ class Gateway:
         try:
             apply_secrets(request, decision, built)
         except SwapRefused as exc:
-            self._settle_unused(decision, 400, "malformed_request")
+            self.steps.settle_unused(decision, 400, "malformed_request")
             deny_flow(flow, 400, "malformed_request", str(exc), decision_id=decision.decision_id)
             return
         # Dial the vetted IP; Host header and TLS SNI keep the name (see server_connect).
@@ -290,16 +258,31 @@ class Gateway:
             for name in RANGE_HEADERS:
                 request.headers.pop(name, None)
 
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        try:
+            model_flow.on_response_headers(flow)
+        except Exception:  # noqa: BLE001 - a stream that could not be set up safely is not streamed
+            log.exception("could not stream the response; buffering it")
+            flow.response.stream = False
+            flow.metadata.pop("roster_stream", None)
+
     def response(self, flow: http.HTTPFlow) -> None:
         decision_id = flow.metadata.pop("roster_decision_id", None)
         if flow.response is None:
             flow.metadata.pop("roster_scrubber", None)
             return
-        status, response_bytes = flow.response.status_code, len(flow.response.raw_content or b"")
-        error = scrub_echoes(flow, decision_id)
+        stream = model_flow.streamed(flow)
+        if stream is not None:
+            error, scrubbed, usage = model_flow.finish_streamed(flow, stream)
+            response_bytes = stream.upstream_bytes
+        else:
+            status, response_bytes = flow.response.status_code, len(flow.response.raw_content or b"")
+            usage = model_flow.buffered_usage(flow, self.config.max_body_bytes) if self.config else None
+            error = scrub_echoes(flow, decision_id)
+            scrubbed = flow.metadata.get("roster_scrubbed", 0)
         if decision_id:
-            self._report(decision_id, status, len(flow.request.raw_content or b""), response_bytes, error,
-                         flow.metadata.get("roster_scrubbed", 0))
+            self.steps.report(decision_id, flow.response.status_code if stream else status,
+                              len(flow.request.raw_content or b""), response_bytes, error, scrubbed, usage)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         scrubber = flow.metadata.get("roster_scrubber")
@@ -308,6 +291,7 @@ class Gateway:
             if not message.from_client:
                 try:
                     message.content, count = scrubber.scrub(message.content)
+                    scrubber.check_readings(message.content)
                 except Exception:  # noqa: BLE001 - a hook error would forward the message unscrubbed
                     log.warning("websocket message could not be checked for an echoed secret; closing")
                     message.drop()
@@ -326,23 +310,16 @@ class Gateway:
         if scrubber is not None and flow.error is not None:
             message = scrub_error(flow, scrubber)
         if decision_id:
-            self._report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200],
-                         flow.metadata.get("roster_scrubbed", 0))
-
-    def _report(self, decision_id: str, status: int, req_bytes: int, resp_bytes: int, error: str,
-                scrubbed: int = 0) -> None:
-        # Queued and sent in batches in the background: neither the box's response nor the run's next
-        # decision waits for the ledger (taint was raised by the decision). A scrubbed count above 0 is
-        # audited by the control plane as a tripwire (the upstream echoed the injected secret).
-        if self.outcomes is not None:
-            self.outcomes.report(decision_id, status, req_bytes, resp_bytes, error, scrubbed)
+            self.steps.report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200],
+                              flow.metadata.get("roster_scrubbed", 0), model_flow.usage_on_error(flow))
 
     # --- CONNECT, tunnels and everything that is not HTTP ---
     @fail_closed
     async def http_connect(self, flow: http.HTTPFlow) -> None:
-        from roster_gateway.tunnel import judge_connect  # small module, kept apart for size
-
-        await judge_connect(self, flow)
+        if self.steps is None:
+            deny_flow(flow, 503, "policy_error", "gateway is not configured")
+            return
+        await judge_connect(self.steps, flow, self._conn(flow.client_conn))
 
     def next_layer(self, nextlayer: layer.NextLayer) -> None:
         state = self.conns.get(nextlayer.context.client.id)
@@ -378,60 +355,6 @@ class Gateway:
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         if not flow.metadata.get("roster_grant"):
             flow.kill()
-
-
-def scrub_echoes(flow: http.HTTPFlow, decision_id: str | None) -> str:
-    """Scrub echoes of the flow's injected secrets from its response (in place); an unscrubbable
-    response is withheld (502). Returns the outcome's error text ("" when the response went through)."""
-    scrubber = flow.metadata.get("roster_scrubber")
-    if flow.websocket is None or flow.response.status_code != 101:
-        flow.metadata.pop("roster_scrubber", None)  # a websocket keeps it for its messages
-    if scrubber is None:
-        return ""
-    if flow.response.status_code == 206 or "content-range" in flow.response.headers:
-        deny_flow(flow, 502, "policy_error",
-                  "the upstream sent a partial response to a request that carried a secret; withheld because "
-                  "a slice of an echoed secret cannot be found by scrubbing", decision_id=decision_id or "")
-        return "response withheld: partial content on a secret-carrying request"
-    try:
-        scrubbed = scrubber.scrub_response(flow.response)
-    except Exception as exc:  # noqa: BLE001 - unknown encoding or anything else: withhold the response
-        log.warning("response to %s withheld: not checkable for echoed secrets (%s)", decision_id,
-                    type(exc).__name__)
-        deny_flow(flow, 502, "policy_error",
-                  "the upstream response could not be checked for an echoed secret, so it was withheld",
-                  decision_id=decision_id or "")
-        return "response withheld: could not be checked for an echoed secret"
-    if scrubbed:
-        # The count and names only, never a value; the outcome carries the count to the control plane,
-        # which audits it as a tripwire (the upstream echoed a secret).
-        log.warning("scrubbed %d echo(es) of an injected secret from the response to %s (grant %s)",
-                    scrubbed, decision_id, flow.metadata.get("roster_grant"))
-    flow.metadata["roster_scrubbed"] = scrubbed
-    return ""
-
-
-# mitmproxy error messages that quote the upstream's raw bytes (and its error page shows them to the box).
-_QUOTES_UPSTREAM = ("unexpected server response", "cannot parse http response")
-
-
-def scrub_error(flow: http.HTTPFlow, scrubber) -> str:
-    """An upstream failure on a flow that received a secret: mitmproxy's error page (and its logs) would
-    quote the message, which may quote the upstream's bytes. Scrub the message; if it echoed a secret or
-    quotes raw upstream bytes (whose escaping the scrubber may not know), kill the flow so that no error
-    page is sent: the box sees the connection close. Returns the scrubbed message."""
-    try:
-        scrubbed, count = scrubber.scrub(flow.error.msg.encode("utf-8", "surrogateescape"))
-        message = scrubbed.decode("utf-8", "surrogateescape")
-        flow.metadata["roster_scrubbed"] = count  # echoes found, reported with the outcome
-    except Exception:  # noqa: BLE001 - whatever went wrong, the message is not shown to anyone
-        message, count = "upstream error (message withheld: it could not be checked for secrets)", 1
-    flow.error.msg = message
-    if (count or message.lower().startswith(_QUOTES_UPSTREAM)) and flow.killable:
-        log.warning("upstream error on a flow that carried a secret%s; closing without an error page",
-                    " (it echoed the secret)" if count else "")
-        flow.kill()
-    return message
 
 
 def _loop_running() -> bool:

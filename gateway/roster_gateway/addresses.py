@@ -10,6 +10,8 @@ import ipaddress
 import socket
 from dataclasses import dataclass
 
+from roster_gateway.private_upstreams import PrivateUpstream
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _V4_BLOCKED = tuple(ipaddress.ip_network(n) for n in (
@@ -91,9 +93,12 @@ class Vetting:
     # Other control-plane endpoints (the web server, when the gateway talks to the decision API's own
     # process): never upstreams either, whatever the grant.
     also_control_plane: tuple[tuple[str, int], ...] = ()
+    # The operator's private upstreams (roster_private_upstreams): internal addresses that may be dialled.
+    private_upstreams: tuple[PrivateUpstream, ...] = ()
 
-    def check(self, ip: IPAddress, port: int, *, explicitly_granted: bool = False) -> None:
-        """Raise AddressRefused unless the gateway may dial ip:port."""
+    def check(self, ip: IPAddress, port: int, *, explicitly_granted: bool = False,
+              name: str | None = None) -> None:
+        """Raise AddressRefused unless the gateway may dial ip:port (`name`: the host name resolved to ip)."""
         if not 0 < port < 65536:
             raise AddressRefused(f"port {port} is not dialable")
         internal = is_loopback(ip) or blocked_reason(ip) is not None
@@ -107,6 +112,8 @@ class Vetting:
         if why is None or explicitly_granted:
             return
         if self.allow_loopback and is_loopback(ip):
+            return
+        if any(entry.matches(ip, port, name) for entry in self.private_upstreams):
             return
         raise AddressRefused(f"{ip} is not a public address ({why})")
 
@@ -141,5 +148,5 @@ async def vetted_address(host: str, port: int, vetting: Vetting, *, dns_timeout:
         return str(literal)
     ips = await resolve(host, port, dns_timeout)
     for ip in ips:
-        vetting.check(ip, port)
+        vetting.check(ip, port, name=host)
     return str(ips[0])

@@ -17,16 +17,6 @@ def _deny(decision: Decision, reason: str, message: str) -> Decision:
                     decision_id=decision.decision_id, grant=decision.grant)
 
 
-async def decide_and_hold(gw, payload: dict) -> Decision:
-    """Ask /decide; on ask, hold the request for its approval. Raises ControlPlaneDown."""
-    decision = await gw.client.decide(payload)
-    if decision.verdict == "ask":
-        decision = await hold_for_approval(gw.client, decision, max_hold=gw.config.hold_seconds,
-                                           poll_seconds=gw.config.approval_poll_seconds,
-                                           background=gw.background)
-    return decision
-
-
 async def hold_for_approval(client: ControlPlaneClient, decision: Decision, *, max_hold: int,
                             poll_seconds: int, background: set) -> Decision:
     """Returns an allow or a deny; raises ControlPlaneDown when the control plane fails mid-hold."""

@@ -1,5 +1,6 @@
 """A tiny loopback HTTP endpoint the dispatcher checks before starting a box: 200 when the gateway runs
-and the control plane answers its /health, 503 otherwise. Plain asyncio, no framework."""
+and the control plane answers its /health, 503 otherwise; the body also shows the operator's settings
+that widen what the gateway dials (the private upstreams). Plain asyncio, no framework."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ _MAX_REQUEST_LINE = 1024
 
 class HealthServer:
     def __init__(self, port: int, probe: Callable[[float], Awaitable[bool]], *, cache_seconds: float,
-                 probe_timeout: float):
+                 probe_timeout: float, info: dict | None = None):
         self.port = port
         self._probe = probe
         self._cache_seconds = cache_seconds
         self._probe_timeout = probe_timeout
+        self._info = dict(info or {})  # configuration shown to the operator, e.g. the private upstreams
         self._cached: tuple[float, bool] | None = None
         self._server: asyncio.Server | None = None
 
@@ -48,7 +50,8 @@ class HealthServer:
                 status, body = 404, {"ok": False, "error": "not found"}
             else:
                 cp = await self.control_plane_ok()
-                status, body = (200 if cp else 503), {"ok": cp, "gateway": True, "control_plane": cp}
+                status, body = (200 if cp else 503), {"ok": cp, "gateway": True, "control_plane": cp,
+                                                      **self._info}
             payload = json.dumps(body).encode()
             head = (f"HTTP/1.1 {status} {'OK' if status == 200 else 'Unavailable'}\r\n"
                     f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 from mitmproxy import exceptions
 
+from roster_gateway.private_upstreams import BadPrivateUpstream, PrivateUpstream, parse_private_upstreams
+
 # name, type, default, help
 OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_control_plane", str, "", "Base URL of the control plane, e.g. http://127.0.0.1:8000"),
@@ -26,6 +28,11 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_max_body_bytes", int, 32 * 1024 * 1024,
      "Largest request (and response) body the gateway passes; bodies are never streamed"),
     ("roster_body_preview_bytes", int, 4096, "Body bytes shown to approvers in /decide"),
+    # The control plane's decision API refuses larger request facts (ROSTER_DECIDE_MAX_PATH_BYTES,
+    # ..._HEADERS, ..._HEADER_BYTES); the gateway refuses them first, legibly (414, 431).
+    ("roster_max_target_bytes", int, 16 * 1024, "Longest request target (path and query) the gateway passes"),
+    ("roster_max_headers", int, 200, "Most request header fields the gateway passes"),
+    ("roster_max_header_bytes", int, 16 * 1024, "Longest single request header value the gateway passes"),
     ("roster_health_port", int, 0, "Loopback port of the health endpoint (0: off)"),
     ("roster_health_cache_ms", int, 1000, "Milliseconds a control-plane health answer is reused"),
     ("roster_allow_loopback_upstreams", bool, False,
@@ -34,8 +41,14 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_control_plane_also", str, "",
      "Other control-plane endpoints never dialled, whatever the grant: comma-separated URLs (the web "
      "server, when roster_control_plane is the decision API's own process)"),
+    ("roster_private_upstreams", str, "",
+     "Internal upstreams the gateway may dial although they are private or loopback: comma-separated "
+     "ranges, addresses or host:port (10.20.0.0/16, 10.20.0.7:8443, [fd00::7]:443, git.internal:443); "
+     "never the control plane's or the gateway's own endpoints"),
     ("roster_outcome_flush_ms", int, 5,
      "Milliseconds an outcome report waits for others to share its POST /outcomes (0: send at once)"),
+    ("roster_proposals_host", str, "proposals.roster.invalid",
+     "Reserved name the gateway answers itself for proposals (never dialled; must end in .invalid)"),
     ("roster_outcome_batch_max", int, 100, "Most outcomes in one POST /outcomes (the control plane allows "
      "ROSTER_OUTCOME_BATCH_MAX)"),
 )
@@ -60,6 +73,11 @@ class GatewayConfig:
     outcome_flush_delay: float = 0.005
     also_control_plane: tuple[tuple[str, int], ...] = ()
     outcome_batch_max: int = 100
+    private_upstreams: tuple[PrivateUpstream, ...] = ()
+    max_target_bytes: int = 16 * 1024
+    max_headers: int = 200
+    max_header_bytes: int = 16 * 1024
+    proposals_host: str = "proposals.roster.invalid"
 
 
 def read_token_file(path: str) -> str:
@@ -96,6 +114,14 @@ def _listen_ports(opts) -> set[int]:
     return ports
 
 
+def _proposals_host(name: str) -> str:
+    # RFC 6761: .invalid never resolves, so the reserved name can never be a real upstream.
+    name = name.strip().lower()
+    if not name.endswith(".invalid") or not name.removesuffix(".invalid"):
+        raise exceptions.OptionsError("roster_proposals_host must be a name under .invalid")
+    return name
+
+
 def build_config(opts) -> GatewayConfig:
     """Validate options; a misconfigured gateway must refuse to start rather than run open."""
     url = opts.roster_control_plane.rstrip("/")
@@ -111,8 +137,11 @@ def build_config(opts) -> GatewayConfig:
         raise exceptions.OptionsError("roster_outcome_flush_ms >= 0 and roster_outcome_batch_max >= 1")
     if opts.roster_max_body_bytes < 0 or opts.roster_body_preview_bytes < 0:
         raise exceptions.OptionsError("body limits must not be negative")
+    if min(opts.roster_max_target_bytes, opts.roster_max_headers, opts.roster_max_header_bytes) < 1:
+        raise exceptions.OptionsError("request target and header limits must be positive")
     own = _listen_ports(opts) | {opts.roster_health_port}
     own.discard(0)
+    also = tuple(_endpoint(u.strip()) for u in opts.roster_control_plane_also.split(",") if u.strip())
     return GatewayConfig(
         control_plane=url,
         service_token=read_token_file(opts.roster_service_token_file),
@@ -127,12 +156,45 @@ def build_config(opts) -> GatewayConfig:
         health_cache_seconds=opts.roster_health_cache_ms / 1000,
         allow_loopback_upstreams=bool(opts.roster_allow_loopback_upstreams),
         control_plane_endpoint=endpoint,
-        also_control_plane=tuple(_endpoint(u.strip()) for u in opts.roster_control_plane_also.split(",")
-                                 if u.strip()),
+        also_control_plane=also,
         own_ports=frozenset(own),
         outcome_flush_delay=opts.roster_outcome_flush_ms / 1000,
         outcome_batch_max=int(opts.roster_outcome_batch_max),
+        private_upstreams=_private_upstreams(opts, endpoint, also, own),
+        max_target_bytes=int(opts.roster_max_target_bytes),
+        max_headers=int(opts.roster_max_headers),
+        max_header_bytes=int(opts.roster_max_header_bytes),
+        proposals_host=_proposals_host(opts.roster_proposals_host),
     )
+
+
+def _own_endpoints(opts) -> list[tuple[str, str, int]]:
+    """Where the gateway itself answers: its proxy listener(s) and its loopback health endpoint."""
+    found = []
+    if getattr(opts, "listen_port", 0):
+        host = str(getattr(opts, "listen_host", "") or "")
+        found.append(("the gateway's listener", host, int(opts.listen_port)))
+    for mode in getattr(opts, "mode", ()) or ():
+        tail = mode.rsplit("@", 1)[-1] if "@" in mode else ""
+        mode_host, _, port = tail.rpartition(":")
+        if port.isdigit():
+            found.append(("the gateway's listener", mode_host, int(port)))
+    if opts.roster_health_port:
+        found.append(("the gateway's health endpoint", "127.0.0.1", int(opts.roster_health_port)))
+    return found
+
+
+def _private_upstreams(opts, control_plane: tuple[str, int], also: tuple[tuple[str, int], ...],
+                       own_ports: set[int]) -> tuple[PrivateUpstream, ...]:
+    endpoints = [("the control plane", *control_plane)]
+    endpoints += [("a control-plane endpoint", *e) for e in also]
+    endpoints += _own_endpoints(opts)
+    reserved = own_ports | {control_plane[1]} | {port for _host, port in also}
+    try:
+        return parse_private_upstreams(opts.roster_private_upstreams, endpoints=endpoints,
+                                       reserved_ports=reserved)
+    except BadPrivateUpstream as exc:
+        raise exceptions.OptionsError(f"roster_private_upstreams: {exc}") from exc
 
 
 def export_ca_cert(confdir: str, dest: str) -> None:

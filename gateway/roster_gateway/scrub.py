@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import logging
 import re
 from collections.abc import Iterable
 from urllib.parse import quote, quote_plus
@@ -20,6 +21,10 @@ from urllib.parse import quote, quote_plus
 from mitmproxy import http
 
 from roster_gateway.decoding import DecodeRefused, bounded_content
+from roster_gateway.responses import deny_flow
+from roster_gateway.unescape import readings
+
+log = logging.getLogger("roster_gateway")
 
 # Put in place of an injected header value whose secret the decision did not pair with a sentinel.
 REDACTED = "[roster: injected secret removed]"
@@ -96,7 +101,7 @@ def _bytes(text: str) -> bytes:
 class Scrubber:
     """Replaces a flow's real secret values (and their encodings) by sentinels in bytes."""
 
-    __slots__ = ("_max_decoded", "_pattern", "_swaps")
+    __slots__ = ("_hidden", "_max_decoded", "_pattern", "_swaps")
 
     def __init__(self, pairs: Iterable[tuple[str, str]], built: Iterable[tuple[str, str]] = (),
                  whole_values: Iterable[str] = (), max_decoded_bytes: int = DEFAULT_MAX_DECODED) -> None:
@@ -129,6 +134,10 @@ class Scrubber:
         for value in whole_values:
             add(_bytes(value), REDACTED.encode())
         self._swaps = swaps
+        reals = sorted({real for _s, real in pairs if real} | {real for real, _f in built if real}
+                       | {value for value in whole_values if value}, key=len, reverse=True)
+        # Found in a decoder's reading of an already scrubbed response: an echo in a form not replaced.
+        self._hidden = re.compile("|".join(re.escape(r) for r in reals)) if reals else None
         # Longest first: an alternation takes the first alternative that matches at a position.
         needles = sorted(swaps, key=len, reverse=True)
         self._pattern = re.compile(b"|".join(re.escape(n) for n in needles)) if needles else None
@@ -138,6 +147,11 @@ class Scrubber:
 
     def __bool__(self) -> bool:
         return self._pattern is not None
+
+    @property
+    def longest_form(self) -> int:
+        """Bytes in the longest form looked for: a stream scrubber holds back one less than this."""
+        return max(map(len, self._swaps), default=0)
 
     def scrub(self, data: bytes) -> tuple[bytes, int]:
         """`data` with every form replaced, and how many replacements were made."""
@@ -151,7 +165,15 @@ class Scrubber:
                 return data, total
         raise Unscrubbable("echoes of a secret remain after scrubbing")
 
-    def _scrub_fields(self, fields: tuple[tuple[bytes, bytes], ...]) -> tuple[tuple, int]:
+    def check_readings(self, data: bytes) -> None:
+        """Raises Unscrubbable when any decoder's reading of `data` (unescape.py) holds a real value."""
+        if self._hidden is None or not data:
+            return
+        for text in readings(data):
+            if self._hidden.search(text):
+                raise Unscrubbable("an escaped or re-encoded echo of a secret")
+
+    def scrub_fields(self, fields: tuple[tuple[bytes, bytes], ...]) -> tuple[tuple, int]:
         out, total = [], 0
         for name, value in fields:
             new_name, a = self.scrub(name)
@@ -176,15 +198,18 @@ class Scrubber:
             except DecodeRefused as exc:
                 raise Unscrubbable(str(exc)) from None
             new_body, count = self.scrub(body or b"")
+            self.check_readings(new_body)
             if count:
                 response.set_content(new_body)
                 total += count
-        fields, count = self._scrub_fields(response.headers.fields)
+        fields, count = self.scrub_fields(response.headers.fields)
+        for _name, value in fields:
+            self.check_readings(value)
         if count:
             response.headers.fields = fields
             total += count
         if response.trailers is not None:
-            fields, count = self._scrub_fields(response.trailers.fields)
+            fields, count = self.scrub_fields(response.trailers.fields)
             if count:
                 response.trailers.fields = fields
                 total += count
@@ -215,3 +240,57 @@ def scrubber_for(replace: Iterable[tuple[str, str]], inject: Iterable[tuple[str,
     if not (pairs or whole or built):
         return None
     return Scrubber(pairs, built, whole, max_decoded_bytes)
+
+
+def scrub_echoes(flow: http.HTTPFlow, decision_id: str | None) -> str:
+    """Scrub echoes of the flow's injected secrets from its response (in place); an unscrubbable
+    response is withheld (502). Returns the outcome's error text ("" when the response went through)."""
+    scrubber = flow.metadata.get("roster_scrubber")
+    if flow.websocket is None or flow.response.status_code != 101:
+        flow.metadata.pop("roster_scrubber", None)  # a websocket keeps it for its messages
+    if scrubber is None:
+        return ""
+    if flow.response.status_code == 206 or "content-range" in flow.response.headers:
+        deny_flow(flow, 502, "policy_error",
+                  "the upstream sent a partial response to a request that carried a secret; withheld because "
+                  "a slice of an echoed secret cannot be found by scrubbing", decision_id=decision_id or "")
+        return "response withheld: partial content on a secret-carrying request"
+    try:
+        scrubbed = scrubber.scrub_response(flow.response)
+    except Exception as exc:  # noqa: BLE001 - unknown encoding or anything else: withhold the response
+        log.warning("response to %s withheld: not checkable for echoed secrets (%s)", decision_id,
+                    type(exc).__name__)
+        deny_flow(flow, 502, "policy_error",
+                  "the upstream response could not be checked for an echoed secret, so it was withheld",
+                  decision_id=decision_id or "")
+        return "response withheld: could not be checked for an echoed secret"
+    if scrubbed:
+        # The count and names only, never a value; the outcome carries the count to the control plane,
+        # which audits it as a tripwire (the upstream echoed a secret).
+        log.warning("scrubbed %d echo(es) of an injected secret from the response to %s (grant %s)",
+                    scrubbed, decision_id, flow.metadata.get("roster_grant"))
+    flow.metadata["roster_scrubbed"] = scrubbed
+    return ""
+
+
+# mitmproxy error messages that quote the upstream's raw bytes (and its error page shows them to the box).
+_QUOTES_UPSTREAM = ("unexpected server response", "cannot parse http response")
+
+
+def scrub_error(flow: http.HTTPFlow, scrubber) -> str:
+    """An upstream failure on a flow that received a secret: mitmproxy's error page (and its logs) would
+    quote the message, which may quote the upstream's bytes. Scrub the message; if it echoed a secret or
+    quotes raw upstream bytes (whose escaping the scrubber may not know), kill the flow so that no error
+    page is sent: the box sees the connection close. Returns the scrubbed message."""
+    try:
+        scrubbed, count = scrubber.scrub(flow.error.msg.encode("utf-8", "surrogateescape"))
+        message = scrubbed.decode("utf-8", "surrogateescape")
+        flow.metadata["roster_scrubbed"] = count  # echoes found, reported with the outcome
+    except Exception:  # noqa: BLE001 - whatever went wrong, the message is not shown to anyone
+        message, count = "upstream error (message withheld: it could not be checked for secrets)", 1
+    flow.error.msg = message
+    if (count or message.lower().startswith(_QUOTES_UPSTREAM)) and flow.killable:
+        log.warning("upstream error on a flow that carried a secret%s; closing without an error page",
+                    " (it echoed the secret)" if count else "")
+        flow.kill()
+    return message

@@ -3,28 +3,19 @@ vetted address; without one the tunnel is intercepted and every request inside i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mitmproxy import http
 
-from roster_gateway import shapes
-from roster_gateway.approvals import decide_and_hold
+from roster_gateway import proposals, shapes
 from roster_gateway.client import ControlPlaneDown
 from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
 from roster_gateway.responses import deny_flow
-from roster_gateway.wire import DENY_STATUSES
-
-if TYPE_CHECKING:
-    from roster_gateway.addon import Gateway
+from roster_gateway.steps import ConnState, Steps, deny_decision
 
 # Denials that end the CONNECT itself; any other deny only means "no tunnel grant": intercept instead.
 _FINAL_DENIALS = frozenset({"bad_token", "over_budget"})
 
 
-async def judge_connect(gw: Gateway, flow: http.HTTPFlow) -> None:
-    if gw.config is None or gw.client is None:
-        deny_flow(flow, 503, "policy_error", "gateway is not configured")
-        return
+async def judge_connect(steps: Steps, flow: http.HTTPFlow, state: ConnState) -> None:
     request = flow.request
     token = token_from_header(request.headers.get("proxy-authorization"))
     strip_proxy_headers(request)
@@ -35,31 +26,29 @@ async def judge_connect(gw: Gateway, flow: http.HTTPFlow) -> None:
     if not host or not 0 < request.port < 65536:
         deny_flow(flow, 400, "malformed_request", "CONNECT needs host:port")
         return
-    state = gw._conn(flow.client_conn)
     state.token = token
     state.connect_target = (host, request.port)
+    if proposals.is_reserved(steps.config, host):
+        return  # intercepted; the gateway answers the requests inside itself (roster_gateway.proposals)
     payload = decide_payload(request, token=token, scheme="tunnel", mcp=(),
-                             preview_bytes=gw.config.body_preview_bytes)
+                             preview_bytes=steps.config.body_preview_bytes)
     try:
-        decision = await decide_and_hold(gw, payload)
+        decision = await steps.decide(payload)
     except ControlPlaneDown as exc:
         deny_flow(flow, 503, "control_plane_unavailable", str(exc))
         return
     if decision.verdict == "deny":
         if decision.reason in _FINAL_DENIALS:
-            status = 407 if decision.reason == "bad_token" else (
-                decision.status if decision.status in DENY_STATUSES else 403)
-            deny_flow(flow, status, decision.reason, decision.message,
-                      decision_id=decision.decision_id, budget=decision.budget)
+            deny_decision(flow, decision)
         return  # no tunnel grant: intercept, and judge each request inside
     if not decision.tunnel:
-        gw._settle_unused(decision, 0, "intercepted: not a tunnel grant")
+        steps.settle_unused(decision, 0, "intercepted: not a tunnel grant")
         return
-    ip = await gw.vet_or_deny(flow, decision, host)
+    ip = await steps.vet_or_deny(flow, decision, host)
     if ip is None:
         return
     request.data.host = ip  # mitmproxy dials (request.host, request.port) after this hook
     state.dial_names[(ip, request.port)] = host
     state.tunnel = True
     # Bytes inside a tunnel are invisible; the ledger counts the call (status 200, bytes unknown).
-    gw._report(decision.decision_id, 200, 0, 0, "")
+    steps.report(decision.decision_id, 200, 0, 0, "")

@@ -42,6 +42,9 @@ class FakeControlPlane:
     fail_status: int | None = None
     trace_status: int = 200
     calls: list[tuple[str, dict]] = field(default_factory=list)
+    # What /proposals and /proposals/{id}/status answer: the box's status and JSON body.
+    proposal_answer: dict = field(default_factory=lambda: {"status": 201, "body": {"id": "p1",
+                                                                                 "status": "pending"}})
 
     def paths(self) -> list[str]:
         return [p for p, _ in self.calls]
@@ -72,6 +75,8 @@ class FakeControlPlane:
             return 200, answer
         if path.endswith("/outcomes"):
             return 200, {"results": ["ok"] * len(body["outcomes"])}
+        if "/proposals" in path:
+            return 200, self.proposal_answer
         if path.endswith("/trace"):
             return self.trace_status, {"ok": self.trace_status == 200}
         return 200, {"ok": True}
@@ -125,3 +130,26 @@ def make_flow(*, host: str = PUBLIC_IP, port: int = 80, scheme: str = "http", me
     flow = tflow.tflow(req=req)
     flow.client_conn.sni = sni
     return flow
+
+
+# --- driving a flow through the addon, and reading what it did ---
+async def run_request(gw, flow):
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    return flow
+
+
+def answer(flow) -> dict:
+    assert flow.response is not None, "expected the gateway to answer"
+    return json.loads(flow.response.content)
+
+
+def reported(cp) -> list[dict]:
+    """Every outcome the gateway reported, in order (it sends them in batches to /outcomes)."""
+    return [o for body in cp.bodies("/outcomes") for o in body["outcomes"]]
+
+
+async def settle(gw):
+    await asyncio.sleep(0)
+    if gw.background:
+        await asyncio.gather(*list(gw.background))

@@ -2,35 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
 
 import pytest
 
-from tests.conftest import PUBLIC_IP, allow, ask, deny, make_flow
-
-
-async def run_request(gw, flow):
-    gw.requestheaders(flow)
-    await gw.request(flow)
-    return flow
-
-
-def answer(flow) -> dict:
-    assert flow.response is not None, "expected the gateway to answer"
-    return json.loads(flow.response.content)
-
-
-def reported(cp) -> list[dict]:
-    """Every outcome the gateway reported, in order (it sends them in batches to /outcomes)."""
-    return [o for body in cp.bodies("/outcomes") for o in body["outcomes"]]
-
-
-async def settle(gw):
-    await asyncio.sleep(0)
-    if gw.background:
-        await asyncio.gather(*list(gw.background))
+from tests.conftest import PUBLIC_IP, allow, answer, deny, make_flow, reported, run_request, settle
 
 
 async def test_allow_forwards_to_the_vetted_ip_with_secrets_and_no_proxy_credentials(gw, cp):
@@ -157,57 +133,6 @@ async def test_control_plane_failure_denies_503_promptly(gw, cp, name, setup):
     assert elapsed < 0.3 + 0.2, f"took {elapsed:.3f}s for a 300 ms timeout"
 
 
-async def test_ask_then_approved_forwards_with_the_returned_decision(gw, cp):
-    cp.decide = ask()
-    cp.waits = [{"status": "pending", "decision": None},
-                {"status": "approved", "decision": allow(decision_id="dc_ok", inject=[
-                    {"header": "authorization", "value": "Bearer REAL"}])}]
-    flow = await run_request(gw, make_flow())
-    assert flow.response is None
-    assert flow.request.headers["authorization"] == "Bearer REAL"
-    assert flow.metadata["roster_decision_id"] == "dc_ok"
-    assert len(cp.bodies("/wait")) == 2
-
-
-async def test_ask_then_refused(gw, cp):
-    cp.decide = ask()
-    cp.waits = [{"status": "refused", "decision": deny("approval_refused")}]
-    flow = await run_request(gw, make_flow())
-    assert flow.response.status_code == 403 and answer(flow)["reason"] == "approval_refused"
-
-
-async def test_ask_then_hold_expires_and_abandons(gw, cp):
-    cp.decide = ask(hold=1)
-    start = time.monotonic()
-    flow = await run_request(gw, make_flow())
-    assert 0.9 < time.monotonic() - start < 2.0
-    assert flow.response.status_code == 403 and answer(flow)["reason"] == "approval_expired"
-    await settle(gw)
-    assert any(p.endswith("/approvals/ap_1/abandon") for p in cp.paths())
-
-
-async def test_ask_hold_is_capped_by_the_gateway_option(gw, cp):
-    cp.decide = ask(hold=3600)  # the gateway holds at most roster_hold_seconds (2 in these tests)
-    start = time.monotonic()
-    flow = await run_request(gw, make_flow())
-    assert time.monotonic() - start < 3.0
-    assert answer(flow)["reason"] == "approval_expired"
-
-
-async def test_a_held_request_does_not_stall_other_flows(gw, cp):
-    def by_path(body):
-        return ask(hold=2) if body["path"] == "/slow" else allow()
-
-    cp.decide = by_path
-    held = asyncio.create_task(run_request(gw, make_flow(path="/slow")))
-    await asyncio.sleep(0.05)
-    start = time.monotonic()
-    quick = await run_request(gw, make_flow(path="/fast"))
-    assert quick.response is None and time.monotonic() - start < 0.2
-    assert not held.done()
-    held.cancel()
-
-
 async def test_trace_stores_the_exact_body_before_forwarding(gw, cp):
     import base64
 
@@ -236,75 +161,3 @@ async def test_deny_message_never_contains_injected_values(gw, cp):
     assert flow.response.status_code == 403
     assert b"SECRET-VALUE" not in flow.response.content
     assert "authorization" not in flow.request.headers
-
-
-async def test_next_decision_of_a_run_does_not_wait_for_its_outcome(gw, cp):
-    """The control plane raises taint when it allows, so a slow outcome holds nothing up."""
-    from mitmproxy.test import tutils
-
-    order: list[str] = []
-    real_handle = cp.handle
-
-    async def handle(method, path, body):
-        if path.endswith("/outcomes"):
-            await asyncio.sleep(0.3)
-        order.append(path.rsplit("/", 1)[-1])
-        return await real_handle(method, path, body)
-
-    cp.handle = handle
-    first = await run_request(gw, make_flow())
-    first.response = tutils.tresp()
-    gw.response(first)
-    start = time.monotonic()
-    second = await run_request(gw, make_flow())
-    assert second.response is None and time.monotonic() - start < 0.25
-    await settle(gw)
-    assert order == ["decide", "decide", "outcomes"]
-
-
-async def test_outcomes_are_batched_one_request_in_flight(gw, cp):
-    from mitmproxy.test import tutils
-
-    in_flight = peak = 0
-    real_handle = cp.handle
-
-    async def handle(method, path, body):
-        nonlocal in_flight, peak
-        if path.endswith("/outcomes"):
-            cp.calls.append((path, body))
-            in_flight += 1
-            peak = max(peak, in_flight)
-            await asyncio.sleep(0.05)
-            in_flight -= 1
-            return 200, {"results": ["ok"] * len(body["outcomes"])}
-        return await real_handle(method, path, body)
-
-    cp.handle = handle
-    for i in range(5):
-        cp.decide = allow(decision_id=f"dc_{i}")
-        flow = await run_request(gw, make_flow())
-        flow.response = tutils.tresp()
-        gw.response(flow)
-    await settle(gw)
-    assert [o["decision_id"] for o in reported(cp)] == [f"dc_{i}" for i in range(5)]
-    assert len(cp.bodies("/outcomes")) == 1 and peak == 1
-
-
-async def test_outcome_batches_respect_the_maximum(gw, cp):
-    gw.tctx.configure(gw, roster_outcome_batch_max=2)
-    for i in range(5):
-        gw._report(f"dc_{i}", 200, 1, 1, "")
-    await settle(gw)
-    assert [len(b["outcomes"]) for b in cp.bodies("/outcomes")] == [2, 2, 1]
-    assert [o["decision_id"] for o in reported(cp)] == [f"dc_{i}" for i in range(5)]
-
-
-async def test_outcome_report_failure_is_logged_not_raised(gw, cp, caplog):
-    cp.fail_status = 500
-    gw._report("dc_lost", 200, 1, 1, "")
-    await settle(gw)
-    assert "1 outcome(s) not reported" in caplog.text
-    cp.fail_status = None
-    gw._report("dc_next", 200, 1, 1, "")  # the reporter carries on after a failure
-    await settle(gw)
-    assert reported(cp)[-1]["decision_id"] == "dc_next"

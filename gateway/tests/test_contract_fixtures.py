@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from roster_gateway import model_flow
 from roster_gateway.facts import decide_payload
 from roster_gateway.mcp import mcp_calls
 from roster_gateway.wire import parse_decision, parse_wait
@@ -15,7 +16,9 @@ from roster_gateway.wire import parse_decision, parse_wait
 from tests.conftest import make_flow
 
 CONTRACT = Path(__file__).resolve().parents[2] / "tests" / "contract"
-FIXTURES = {p.stem: json.loads(p.read_text()) for p in sorted(CONTRACT.glob("*.json"))}
+# deny_reasons.json is a shared table (reason -> status), not an exchange.
+FIXTURES = {p.stem: json.loads(p.read_text()) for p in sorted(CONTRACT.glob("*.json"))
+            if p.stem != "deny_reasons"}
 DECIDE = sorted(n for n, f in FIXTURES.items()
                 if f["endpoint"].endswith("/decide") and f["status_code"] == 200)
 SENTINEL = "sk-proj-EXAMPLEsentinelEXAMPLEsentinelEXAMPLEsentinel"
@@ -45,7 +48,9 @@ def test_gateway_builds_the_fixture_decide_request(name):
     mcp = mcp_calls(flow.request.headers.get("content-type", ""), body)
     payload = decide_payload(flow.request, token=expected["token"], scheme=expected["scheme"], mcp=mcp,
                              preview_bytes=4096)
+    model_flow.note_request(flow, body, payload)
     assert set(payload) == set(expected)
+    assert payload.get("model_call") == expected.get("model_call")
     keys = ["token", "method", "scheme", "host", "port", "path", "mcp", "body_size", "body_sha256",
             "body_preview"]
     for key in keys:
@@ -120,15 +125,20 @@ async def test_outcome_trace_and_abandon_requests_match_the_fixtures(gw, cp):
     assert set(sent["outcome"]) == set(FIXTURES["outcome"]["request"])
     assert sent["outcomes"] == FIXTURES["outcomes"]["request"]
     # What the addon queues has exactly an outcome's fields, a scrubbed count included.
-    gw._report("dc_y", 200, 10, 2048, "")
+    gw.steps.report("dc_y", 200, 10, 2048, "")
     await asyncio.sleep(0.05)
     assert set(cp.bodies("/outcomes")[-1]["outcomes"][0]) == set(FIXTURES["outcome"]["request"])
     assert cp.bodies("/outcomes")[-1]["outcomes"][0]["scrubbed"] == 0
     scrubbed = FIXTURES["outcome_scrubbed"]["request"]
-    gw._report("dc_z", 200, 10, 2048, "", scrubbed["scrubbed"])
+    gw.steps.report("dc_z", 200, 10, 2048, "", scrubbed["scrubbed"])
     await asyncio.sleep(0.05)
     queued = cp.bodies("/outcomes")[-1]["outcomes"][0]
     assert set(queued) == set(scrubbed) and queued["scrubbed"] == scrubbed["scrubbed"] > 0
+    metered = FIXTURES["outcome_usage"]["request"]
+    gw.steps.report("dc_u", 200, 10, 2048, "", 0, metered["usage"])
+    await asyncio.sleep(0.05)
+    queued = cp.bodies("/outcomes")[-1]["outcomes"][0]
+    assert set(queued) == set(metered) and set(queued["usage"]) == set(metered["usage"])
     assert set(sent["trace"]) == set(FIXTURES["trace"]["request"])
     assert sent["abandon"] == (FIXTURES["abandon"]["request"] or {})
 

@@ -1,1 +1,1 @@
-from tests.api.fixtures import *  # noqa: F403 - shared fixtures
+from tests.egress.fixtures import *  # noqa: F403 - shared fixtures

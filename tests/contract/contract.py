@@ -20,8 +20,13 @@ def load(name: str, **substitutions: str) -> dict:
     return json.loads(text)
 
 
+# Tables shared by both sides, not exchanges: deny_reasons.json (reason -> the box's HTTP status).
+TABLES = frozenset({"deny_reasons"})
+
+
 def names(prefix: str = "") -> list[str]:
-    return sorted(p.stem for p in HERE.glob(f"{prefix}*.json"))
+    """The exchange fixtures (not the TABLES)."""
+    return sorted(p.stem for p in HERE.glob(f"{prefix}*.json") if p.stem not in TABLES)
 
 
 def _kind(value) -> str:

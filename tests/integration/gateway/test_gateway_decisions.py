@@ -171,7 +171,7 @@ def test_control_plane_slower_than_the_timeout_is_denied_within_it(stack, token,
 def test_health_endpoint_reports_the_control_plane(stack):
     response = httpx.get(stack.gateway.health_url, timeout=5)
     assert response.status_code == 200
-    assert response.json() == {"ok": True, "gateway": True, "control_plane": True}
+    assert response.json() == {"ok": True, "gateway": True, "control_plane": True, "private_upstreams": []}
 
 
 def test_ca_private_key_stays_private(stack):

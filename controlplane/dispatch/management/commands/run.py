@@ -1,0 +1,177 @@
+"""`run start|wait|logs|list|cancel`: runs from the command line.
+
+    run start WORKER [--proactive] [--timeout S] -- COMMAND ARGS…
+    run start WORKER --agent "TASK" [--proactive] [--timeout S]   the reference agent (workers/agent)
+    run wait ID [--timeout S]                             exit status 0 only if the run succeeded
+    run logs ID
+    run list [--worker NAME] [--status STATUS] [--limit N]   newest first, one line per run
+    run cancel ID
+
+There is no `run create`: a run exists to be dispatched into a box, and a queued run without one was
+dispatched by the reaper anyway (its token then died with it). Tests create runs with the service.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from controlplane.core.errors import RosterError
+from controlplane.core.terminal import one_line, shell_line
+from controlplane.dispatch.box import agent_command
+from controlplane.dispatch.cancelling import run_cancel
+from controlplane.dispatch.starting import run_start
+from controlplane.fleet.models import Run, Worker
+from controlplane.fleet.selectors import run_get, run_list, worker_get
+
+
+def _worker(name: str) -> Worker:
+    try:
+        return worker_get(name)
+    except Worker.DoesNotExist as exc:
+        raise CommandError(f"no worker named {name!r}") from exc
+
+
+def _run(run_id: int) -> Run:
+    try:
+        return run_get(run_id)
+    except Run.DoesNotExist as exc:
+        raise CommandError(f"no run {run_id}") from exc
+
+
+# C0 controls but newline and tab, DEL and C1: what a terminal would act on (a box's output is hostile).
+_TERMINAL_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _inert(text: str) -> str:
+    return _TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+LIST_COLUMNS = ("ID", "WORKER", "ORIGIN", "STATUS", "STARTED (UTC)", "DURATION", "EXIT", "REASON", "COMMAND")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError(text)
+    return value
+
+
+def _duration(run: Run) -> str:
+    if run.started_at is None:
+        return "-"
+    seconds = int(((run.ended_at or timezone.now()) - run.started_at).total_seconds())
+    text = f"{seconds // 3600}h{seconds % 3600 // 60:02d}m{seconds % 60:02d}s" if seconds >= 3600 else (
+        f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s")
+    return text + ("+" if run.ended_at is None else "")  # still going
+
+
+def _list_row(run: Run) -> list[str]:
+    started = f"{run.started_at:%Y-%m-%d %H:%M:%S}" if run.started_at else "-"
+    exit_code = "-" if run.exit_code is None else str(run.exit_code)
+    return [str(run.pk), run.worker.name, run.origin, run.status, started, _duration(run), exit_code,
+            one_line(run.status_reason, 80) or "-", shell_line(run.command) or "-"]
+
+
+def _line(run: Run) -> str:
+    reason = f" ({run.status_reason})" if run.status_reason else ""
+    return f"run {run.pk}: {run.status}{reason}"
+
+
+class Command(BaseCommand):
+    help = "Create, start, watch and cancel runs."
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        """Everything after the first `--` is the box's command, options included (argparse's own `--`
+        handling does not reach through subcommands)."""
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parse = parser.parse_args
+
+        def parse_args(args=None, namespace=None):
+            args = list(args or [])
+            tail = []
+            if "--" in args:
+                cut = args.index("--")
+                args, tail = args[:cut], args[cut + 1:]
+            parsed = parse(args, namespace)
+            if getattr(parsed, "action", None) == "start":
+                parsed.command = list(parsed.command) + tail
+            elif tail:
+                parser.error("only `run start` takes a command after --")
+            return parsed
+
+        parser.parse_args = parse_args
+        return parser
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        start = sub.add_parser("start", help="start a run in a box")
+        start.add_argument("worker")
+        start.add_argument("--proactive", action="store_true", help="not filed by a human: budgets gate it")
+        start.add_argument("--timeout", type=int, default=None, help="seconds before the box is killed")
+        start.add_argument("--agent", metavar="TASK", default=None,
+                           help="run the reference agent (python3 -m workers.agent) on this task")
+        start.add_argument("command", nargs="*", help="-- COMMAND ARGS…")
+        wait = sub.add_parser("wait", help="wait for a run to end")
+        wait.add_argument("id", type=int)
+        wait.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+        logs = sub.add_parser("logs", help="print a run's captured output")
+        logs.add_argument("id", type=int)
+        listing = sub.add_parser("list", help="list runs, newest first")
+        listing.add_argument("--worker", default=None)
+        listing.add_argument("--status", default=None, choices=Run.Status.values)
+        listing.add_argument("--limit", type=_positive, default=50, help="at most this many (newest first)")
+        cancel = sub.add_parser("cancel", help="cancel a live run")
+        cancel.add_argument("id", type=int)
+
+    def handle(self, *args, action, **options):
+        try:
+            getattr(self, f"do_{action}")(**options)
+        except RosterError as exc:
+            raise CommandError(str(exc)) from exc
+
+    def do_start(self, *, worker, proactive, timeout, command, agent=None, **_):
+        if agent is not None:
+            if command:
+                raise CommandError("give either --agent TASK or a command after --, not both")
+            if not agent.strip():
+                raise CommandError("--agent needs a task")
+            command = agent_command(agent)
+        if not command:
+            raise CommandError("give the command after --, e.g. run start WORKER -- python3 -m agent")
+        if timeout is not None and timeout <= 0:
+            raise CommandError("--timeout must be a positive number of seconds")
+        run = run_start(_worker(worker), command, proactive=proactive, timeout=timeout, filed_by=None)
+        self.stdout.write(_line(run))
+
+    def do_wait(self, *, id, timeout, **_):
+        give_up = None if timeout is None else time.monotonic() + timeout
+        run = _run(id)
+        while run.is_live:
+            if give_up is not None and time.monotonic() > give_up:
+                raise CommandError(f"{_line(run)}; still live after {timeout}s")
+            time.sleep(settings.ROSTER_RUN_WAIT_POLL_SECONDS)
+            run = _run(id)
+        if run.status != Run.Status.SUCCEEDED:
+            raise CommandError(f"{_line(run)}: did not succeed")
+        self.stdout.write(_line(run))
+
+    def do_logs(self, *, id, **_):
+        run = _run(id)
+        self.stdout.write(_inert(run.output), ending="")
+        if run.output_truncated:
+            self.stderr.write(f"[output truncated at {settings.ROSTER_RUN_MAX_OUTPUT_BYTES} bytes]")
+
+    def do_list(self, *, worker, status, limit, **_):
+        runs = run_list(worker=_worker(worker) if worker else None, status=status, limit=limit)
+        self.stdout.write("\t".join(LIST_COLUMNS))
+        for run in runs:
+            self.stdout.write("\t".join(_list_row(run)))
+
+    def do_cancel(self, *, id, **_):
+        _run(id)
+        self.stdout.write(_line(run_cancel(id, by="command line")))

@@ -1,0 +1,99 @@
+"""What an allow does, in the decision's transaction: reserve budget, write the run decision the
+outcome will settle, raise the run's taint for the result, and hand over the matched grant's secret."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db import connection
+from django.utils import timezone
+
+from controlplane.audit.services import audit_append
+from controlplane.egress.policy_cache import PolicyState, secret_row
+from controlplane.fleet.models import Run, RunDecision
+from controlplane.fleet.services import run_raise_taint
+from controlplane.ledger.services import reserve
+from controlplane.ledger.types import ModelCallFacts, OverBudget
+from controlplane.policy import engine
+from controlplane.policy.engine import DenyReason
+from controlplane.vault.services import secret_reveal
+
+SECRET_PLACEHOLDER = "{secret}"
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """The allow as it stands after budget: still an allow, or over_budget (with the cap in `budget`)."""
+
+    decision: engine.Decision
+    budget: dict | None = None
+    inject: tuple[dict, ...] = field(default=(), repr=False)
+    replace: tuple[dict, ...] = field(default=(), repr=False)
+
+
+_INSERT_RUN_DECISION = (
+    f"INSERT INTO {RunDecision._meta.db_table} (decision_id, run_id, grant_slug, result_class, untrusted, "
+    "trace, method, url, created_at, traced, secret_name) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+
+
+def allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str, url: str, host: str,
+          sentinel_ids: frozenset[int], state: PolicyState | None = None,
+          model_call: ModelCallFacts | None = None) -> Allowed:
+    """`model_call`: a model call's facts; its worst case is reserved in tokens and money beside the rest."""
+    grant = decision.grant
+    reserved = reserve(worker=run.worker, run=run, grant_slug=grant.slug, decision_id=decision_id,
+                       cost_micro=int(grant.cost_per_call), origin=run.origin, model_call=model_call)
+    if isinstance(reserved, OverBudget):
+        return Allowed(engine.deny(DenyReason.OVER_BUDGET, reserved.message), reserved.as_dict())
+    with connection.cursor() as cur:  # plain SQL: the ORM's create() costs more than the insert
+        cur.execute(_INSERT_RUN_DECISION, [
+            decision_id, run.pk, grant.slug, int(grant.result_class), bool(grant.untrusted),
+            bool(grant.trace), method, url, connection.ops.adapt_datetimefield_value(timezone.now()), False,
+            _handed_secret_name(grant)])
+    _raise_taint_for_result(run, grant)
+    inject, replace = _credentials(run, grant, decision_id, host, sentinel_ids, state or PolicyState(None))
+    return Allowed(decision, None, inject, replace)
+
+
+def _credentials(run: Run, grant: engine.GrantRule, decision_id: str, host: str, sentinel_ids: frozenset[int],
+                 state: PolicyState) -> tuple[tuple[dict, ...], tuple[dict, ...]]:
+    """Secret values for the matched grant's secret only; none for tunnels (nothing is intercepted)."""
+    if grant.secret_id is None or grant.tunnel:
+        return (), ()
+    secret = secret_row(grant.secret_id, state)
+    value = secret_reveal(secret)
+    inject = ()
+    if grant.inject_header:
+        template = grant.inject_format or SECRET_PLACEHOLDER
+        # str.replace, not str.format: a grant's format string must not reach attributes of anything.
+        inject = ({"header": grant.inject_header.lower(),
+                   "value": template.replace(SECRET_PLACEHOLDER, value)},)
+    named = grant.secret_id in sentinel_ids
+    # An injection carries its sentinel pair too: the gateway swaps only sentinels it finds, and needs the
+    # pair to scrub echoes of the injected value from the response (docs/wire.md).
+    replace = ({"sentinel": secret.sentinel, "value": value},) if (named or inject) else ()
+    if inject or replace:
+        audit_append("credential_use", {"decision_id": decision_id, "secret": secret.name,
+                                        "grant": grant.slug, "host": host, "inject": bool(inject),
+                                        "replace": named}, run=run)
+    return inject, replace
+
+
+def _handed_secret_name(grant: engine.GrantRule) -> str:
+    """The secret whose value this allow may hand the gateway (see _credentials); "" for none."""
+    if grant.secret_id is None or grant.tunnel:
+        return ""
+    return grant.secret_name or ""
+
+
+def _raise_taint_for_result(run: Run, grant: engine.GrantRule) -> None:
+    """Raise the run's taint / untrusted flag now, in the decision's transaction: the allowed call's
+    result is assumed to arrive (even if the call then fails), so the run's next decision, however soon,
+    is judged on it and nothing waits for /outcome. `run` was read inside this transaction and taint
+    only ever rises, so a run already at or above the grant's level needs no write."""
+    wanted, untrusted = int(grant.result_class), bool(grant.untrusted)
+    if run.taint >= wanted and (run.untrusted or not untrusted):
+        return
+    # `run` itself keeps the taint this decision was judged on: that is what its audit record names.
+    run_raise_taint(run.pk, wanted, untrusted)

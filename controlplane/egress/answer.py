@@ -1,0 +1,41 @@
+"""What the decision service answers, as domain values; controlplane.egress.wire turns them into the
+gateway's JSON and HTTP statuses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from controlplane.policy.engine import Decision
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The service's answer to one egress request, or to a request whose approval was concluded.
+    `inject` and `replace` carry secret values: never logged, never recorded."""
+
+    decision: Decision
+    decision_id: str
+    approval_id: str | None = None
+    budget: dict | None = None
+    inject: tuple[dict, ...] = field(default=(), repr=False)
+    replace: tuple[dict, ...] = field(default=(), repr=False)
+
+    @property
+    def hold_seconds(self) -> int:
+        """How long the gateway holds a request whose approval is pending."""
+        if self.approval_id is None:
+            return 0
+        return min(settings.ROSTER_APPROVAL_HOLD_SECONDS, settings.ROSTER_APPROVAL_TTL_SECONDS)
+
+
+@dataclass(frozen=True)
+class Concluded:
+    """An approval that has left "pending", turned into the final decision. `status` is what the
+    gateway's long-poll reports: approved, refused or expired."""
+
+    status: str
+    answer: Answer
+    # The approver's comment with a refusal; the gateway returns it to the box in the 403.
+    comment: str | None = None

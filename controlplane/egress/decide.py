@@ -1,0 +1,148 @@
+"""Deciding one egress request: resolve the run, evaluate the policy, then in ONE transaction open the
+approval / pass a grace approval, reserve budget, reveal the matched grant's secret and write the audit
+records. Any failure is a deny (policy_error); the floor is always closed."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from controlplane.approvals.services import (
+    approval_consume_grace,
+    approval_open,
+    request_digest,
+    request_snapshot,
+)
+from controlplane.core.taint import DataClass
+from controlplane.egress.allow import allow
+from controlplane.egress.answer import Answer
+from controlplane.egress.policy_cache import PolicyState, grant_rules_for_worker, state_for
+from controlplane.egress.records import (
+    audit_connection,
+    audit_decision,
+    audit_tripwire,
+    intercepted_connect,
+)
+from controlplane.egress.request import EgressRequest, new_decision_id
+from controlplane.fleet.models import Run
+from controlplane.fleet.selectors import live_run_for_token
+from controlplane.policy import engine
+from controlplane.policy.engine import DenyReason, Verdict
+from controlplane.vault.models import Secret
+from controlplane.vault.redact import mcp_for_record, url_for_record
+from controlplane.vault.services import sentinel_secret_ids
+
+log = logging.getLogger(__name__)
+
+
+def run_state(run: Run) -> engine.RunState:
+    return engine.RunState(run_id=run.pk, worker_id=run.worker_id, taint=DataClass(run.taint),
+                           untrusted=run.untrusted)
+
+
+def decide(req: EgressRequest) -> Answer:
+    decision_id = new_decision_id()
+    try:
+        return _decide(req, decision_id)
+    except Exception as exc:  # noqa: BLE001 - any failure on the trusted side is a deny
+        # The exception type only: messages and tracebacks can carry request data.
+        log.error("decision %s failed: %s", decision_id, type(exc).__name__)
+        return policy_error_answer(decision_id, req.method, req.url)
+
+
+def policy_error_answer(decision_id: str, method: str, url: str) -> Answer:
+    decision = engine.deny(DenyReason.POLICY_ERROR, "the control plane could not decide this request")
+    try:
+        with transaction.atomic():
+            audit_decision(decision, decision_id, run=None, method=method, url=url, extra={})
+    except Exception as exc:  # noqa: BLE001 - still a deny, even when the audit cannot be written
+        log.error("could not audit policy error %s: %s", decision_id, type(exc).__name__)
+    return Answer(decision, decision_id)
+
+
+def _bad_token(req: EgressRequest, decision_id: str) -> Answer:
+    decision = engine.deny(DenyReason.BAD_TOKEN, "missing or unknown run token, or the run has ended")
+    audit_decision(decision, decision_id, run=None, method=req.method, url=req.url,
+                   extra={"token_present": bool(req.token)})
+    return Answer(decision, decision_id)
+
+
+def _same_footing(before: Run, after: Run) -> bool:
+    return (before.pk, before.status, before.taint, before.untrusted, before.policy_version) == (
+        after.pk, after.status, after.taint, after.untrusted, after.policy_version)
+
+
+def _decide(req: EgressRequest, decision_id: str) -> Answer:
+    run = live_run_for_token(req.token, with_policy_version=True)
+    if run is None:
+        with transaction.atomic():
+            return _bad_token(req, decision_id)
+    # Evaluated outside the transaction, so the compiled grants may come from (and go into) the cache.
+    state = state_for(run.policy_version)
+    sentinel_ids = frozenset(sentinel_secret_ids([value for _, value in req.headers] + [req.path]))
+    facts = req.facts(sentinel_ids)
+    now = timezone.now()
+    decision = engine.require_authentic(engine.evaluate(
+        run_state(run), facts, grant_rules_for_worker(run.worker_id, state), now))
+    with transaction.atomic():
+        # Re-read inside the write transaction: a run that ended, a taint raised or a grant revoked
+        # since the first read is decided again on the current state, never on the stale one.
+        current = live_run_for_token(req.token, with_policy_version=True)
+        if current is None:
+            return _bad_token(req, decision_id)
+        if not _same_footing(run, current):
+            run, state = current, PolicyState(None)
+            decision = engine.require_authentic(engine.evaluate(
+                run_state(run), facts, grant_rules_for_worker(run.worker_id, state), now))
+        return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state)
+
+
+def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, decision_id: str,
+                     sentinel_ids: frozenset[int], now: datetime, state: PolicyState) -> Answer:
+    approval = granted = budget = None
+    inject: tuple[dict, ...] = ()
+    replace: tuple[dict, ...] = ()
+    if decision.verdict == Verdict.ASK:
+        digest = request_digest(req.method, req.exact_url, req.body_sha256)
+        granted = approval_consume_grace(run.pk, digest, decision.grant.slug, now)
+        if granted is not None:
+            decision = engine.allow_approved(
+                decision.grant, f"approved before ({granted.pk}); this identical request passes once"
+            )
+        else:
+            approval = approval_open(run=run, grant_id=decision.grant.id, grant_slug=decision.grant.slug,
+                                     snapshot=_snapshot(req, sentinel_ids), now=now, digest=digest)
+    if decision.verdict == Verdict.ALLOW:
+        allowed = allow(run, decision, decision_id, method=req.method, url=req.url, host=req.host,
+                        sentinel_ids=sentinel_ids, state=state, model_call=req.model_call)
+        decision, budget, inject, replace = allowed.decision, allowed.budget, allowed.inject, allowed.replace
+    if intercepted_connect(req.scheme, decision):
+        audit_connection(decision_id, run, req.url)
+        return Answer(decision, decision_id)
+    audit_decision(decision, decision_id, run=run, method=req.method, url=req.url, extra={
+        "body_sha256": req.body_sha256, "body_size": req.body_size, "mcp": mcp_for_record(req.mcp),
+        "approval": str((approval or granted).pk) if (approval or granted) else None, "budget": budget,
+    })
+    if decision.tripwire:
+        slug = decision.grant.slug if decision.grant else None
+        audit_tripwire(decision_id, run, req.url, slug, sentinel_ids)
+    return Answer(decision, decision_id, approval_id=str(approval.pk) if approval else None, budget=budget,
+                  inject=inject, replace=replace)
+
+
+def _snapshot(req: EgressRequest, sentinel_ids: frozenset[int]) -> dict:
+    sentinels = frozenset(Secret.objects.filter(pk__in=sentinel_ids).values_list("sentinel", flat=True))
+    snapshot = request_snapshot(method=req.method, url=req.exact_url, headers=list(req.headers),
+                                body_preview=req.body_preview, body_sha256=req.body_sha256,
+                                body_size=req.body_size, sentinels=sentinels)
+    # What the approved request is re-judged on when the gateway collects the approval.
+    # Stored, so masked like the URL: the query is never matched, and a mask stays inside its segment.
+    snapshot["facts"] = {"scheme": req.scheme, "host": req.host, "port": req.port,
+                         "path": url_for_record(req.path, sentinels), "mcp": mcp_for_record(req.mcp),
+                         "sentinel_secret_ids": sorted(sentinel_ids),
+                         "model_call": asdict(req.model_call) if req.model_call else None}
+    return snapshot

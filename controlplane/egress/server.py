@@ -1,0 +1,32 @@
+"""The decision API's own process: only /api/gateway/ (what the gateway calls), on uvicorn with uvloop
+and httptools. The web server (daphne: pages, admin, websockets) costs about twice the CPU per request
+under load and shares its process with page traffic; decisions are on every egress request's path, so
+they get a lean server of their own. `python -m controlplane.decision_server --port 8002`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def main(argv: list[str] | None = None) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    import django
+
+    django.setup(set_prefix=False)
+    import uvicorn
+    from django.conf import settings
+
+    from controlplane.egress.asgi import gateway_only
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default=settings.ROSTER_DECISION_API_HOST)
+    parser.add_argument("--port", type=int, default=settings.ROSTER_DECISION_API_PORT)
+    args = parser.parse_args(argv)
+    uvicorn.run(gateway_only(), host=args.host, port=args.port, loop="uvloop", http="httptools",
+                lifespan="on", access_log=False, server_header=False, log_level="warning",
+                timeout_keep_alive=settings.ROSTER_DECISION_API_KEEPALIVE_SECONDS)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,1 +1,0 @@
-from tests.api.fixtures import *  # noqa: F403 - shared fixtures
