@@ -33,6 +33,8 @@ class ModelUpstream:
         self.requests: list[dict] = []
         self.sent: list[bytes] = []  # each response body, exactly as written (before chunk framing)
         self.finished_at: list[float] = []
+        self.usage = dict(USAGE)
+        self.pause = EVENT_PAUSE_SECONDS
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
@@ -46,10 +48,9 @@ class ModelUpstream:
         self._server.server_close()
 
 
-def response_for(path: str, doc: dict, headers) -> tuple[str, bytes, bool]:
-    """(content type, body, streamed) the provider would answer."""
+def response_for(path: str, doc: dict, headers, u: dict) -> tuple[str, bytes, bool]:
+    """(content type, body, streamed) the provider would answer, reporting usage `u`."""
     stream = doc.get("stream") is True
-    u = USAGE
     if path.endswith("/chat/completions"):
         if not stream:
             return "application/json", shapes.chat_json(prompt=u["prompt"], completion=u["completion"],
@@ -88,7 +89,8 @@ def _handler(upstream: ModelUpstream):
             doc = json.loads(raw or b"{}")
             cut = path.startswith("/cut")
             content_type, body, streamed = response_for(path.removeprefix("/cut"), doc,
-                                                        {k.lower(): v for k, v in self.headers.items()})
+                                                        {k.lower(): v for k, v in self.headers.items()},
+                                                        upstream.usage)
             upstream.sent.append(body)
             self.send_response(200)
             self.send_header("content-type", content_type)
@@ -110,7 +112,7 @@ def _handler(upstream: ModelUpstream):
                 for piece in pieces:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                     self.wfile.flush()
-                    time.sleep(EVENT_PAUSE_SECONDS if i < len(events) - 1 else 0)
+                    time.sleep(upstream.pause if i < len(events) - 1 else 0)
             if cut:
                 self.close_connection = True
                 self.connection.shutdown(2)
