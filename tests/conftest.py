@@ -13,8 +13,10 @@ GATEWAY_SERVICE_TOKEN = "gst_test_" + secrets.token_urlsafe(24)
 
 
 @pytest.fixture(autouse=True)
-def _gateway_service_token(settings):
+def _gateway_service_token(settings, tmp_path):
     settings.ROSTER_GATEWAY_TOKEN_SHA256 = hashlib.sha256(GATEWAY_SERVICE_TOKEN.encode()).hexdigest()
+    # Never the checkout's var/gateway-token.sha256 (a `make up` stack's): tests decide what is configured.
+    settings.ROSTER_GATEWAY_TOKEN_SHA256_FILE = tmp_path / "no-gateway-token.sha256"
 
 
 @pytest.fixture

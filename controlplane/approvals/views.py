@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from controlplane.approvals import services
 from controlplane.approvals.models import Approval
+from controlplane.proposals.selectors import pending_proposal_cards, recent_proposal_cards
 from controlplane.web.security import hardened
 from controlplane.web.selectors import pending_approval_cards, recent_decided_cards
 
@@ -25,6 +26,8 @@ def _queue_context(request: HttpRequest) -> dict:
         "cards": pending_approval_cards(),
         "recent": recent_decided_cards(settings.ROSTER_WEB_RECENT_DECISIONS),
         "can_decide": request.user.has_perm(DECIDE_PERM),
+        "proposals": pending_proposal_cards(),
+        "recent_proposals": recent_proposal_cards(settings.ROSTER_WEB_RECENT_DECISIONS),
     }
 
 

@@ -21,7 +21,12 @@ from controlplane.core.taint import DataClass
 from controlplane.egress.allow import allow
 from controlplane.egress.answer import Answer
 from controlplane.egress.policy_cache import PolicyState, grant_rules_for_worker, state_for
-from controlplane.egress.records import audit_decision, audit_tripwire
+from controlplane.egress.records import (
+    audit_connection,
+    audit_decision,
+    audit_tripwire,
+    intercepted_connect,
+)
 from controlplane.egress.request import EgressRequest, new_decision_id
 from controlplane.fleet.models import Run
 from controlplane.fleet.selectors import live_run_for_token
@@ -115,6 +120,9 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
         allowed = allow(run, decision, decision_id, method=req.method, url=req.url, host=req.host,
                         sentinel_ids=sentinel_ids, state=state, model_call=req.model_call)
         decision, budget, inject, replace = allowed.decision, allowed.budget, allowed.inject, allowed.replace
+    if intercepted_connect(req.scheme, decision):
+        audit_connection(decision_id, run, req.url)
+        return Answer(decision, decision_id)
     audit_decision(decision, decision_id, run=run, method=req.method, url=req.url, extra={
         "body_sha256": req.body_sha256, "body_size": req.body_size, "mcp": mcp_for_record(req.mcp),
         "approval": str((approval or granted).pk) if (approval or granted) else None, "budget": budget,

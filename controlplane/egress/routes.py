@@ -22,6 +22,7 @@ from ninja.security import HttpBearer
 from controlplane.approvals.models import Approval
 from controlplane.approvals.selectors import approval_status
 from controlplane.approvals.services import approval_abandon, approval_mark_expired
+from controlplane.core.service_token import gateway_token_sha256
 from controlplane.egress import outcomes
 from controlplane.egress.conclude import approval_conclude
 from controlplane.egress.db_thread import in_pool
@@ -46,12 +47,12 @@ log = logging.getLogger(__name__)
 
 
 class GatewayAuth(HttpBearer):
-    """Compares the bearer's SHA-256 with the configured hash in constant time; no hash configured means
-    every call is refused."""
+    """Compares the bearer's SHA-256 with the configured hash (read when used, so a token minted after this
+    process started counts) in constant time; no hash configured means every call is refused."""
 
     # async (no I/O inside): ninja then calls it on the event loop instead of hopping to a thread.
     async def authenticate(self, request, token: str):
-        expected = (settings.ROSTER_GATEWAY_TOKEN_SHA256 or "").strip().lower()
+        expected = gateway_token_sha256()
         if not expected or not token:
             return None
         offered = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()

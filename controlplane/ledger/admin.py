@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from controlplane.audit.admin import ReadOnlyAdmin
+from controlplane.core.admin import ReadOnlyAdmin
 from controlplane.ledger import caps
 from controlplane.ledger.models import Cap, ModelCallReservation, ModelPrice, SpendLine
 

@@ -3,10 +3,11 @@ the outcome. Every change appends spend lines plus one "spend" audit record in t
 
 from __future__ import annotations
 
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from controlplane.audit.services import audit_append, lock_chain_head
+from controlplane.core.db import in_transaction
 from controlplane.fleet.models import Worker
 from controlplane.ledger import model_spend
 from controlplane.ledger.model_spend import ModelPlan
@@ -133,9 +134,7 @@ def reserve(*, worker, run, grant_slug: str, decision_id: str, cost_micro: int,
         raise ValueError("decision_id is required")
     if not isinstance(cost_micro, int) or isinstance(cost_micro, bool) or cost_micro < 0:
         raise ValueError("cost_micro must be a non-negative integer")
-    if connection.in_atomic_block:
-        return _reserve(worker, run, grant_slug, decision_id, cost_micro, origin, model_call)
-    with transaction.atomic():
+    with in_transaction():
         return _reserve(worker, run, grant_slug, decision_id, cost_micro, origin, model_call)
 
 
@@ -172,7 +171,5 @@ def settle(decision_id: str, request_bytes: int, response_bytes: int,
     for name, value in (("request_bytes", request_bytes), ("response_bytes", response_bytes)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer")
-    if connection.in_atomic_block:
-        return _settle(decision_id, request_bytes, response_bytes, usage)
-    with transaction.atomic():
+    with in_transaction():
         return _settle(decision_id, request_bytes, response_bytes, usage)

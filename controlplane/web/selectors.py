@@ -83,6 +83,16 @@ def recent_decided_cards(limit: int, now: datetime | None = None) -> list[Approv
     return [_card(a, sentinels, now) for a in qs]
 
 
+def approval_cards(*, status: str | None = None, limit: int = 50) -> list[ApprovalCard]:
+    """Newest first, masked as on the queue page (the command line's `approval list`)."""
+    now = timezone.now()
+    sentinels = known_sentinels()
+    qs = Approval.objects.select_related("run__worker", "decided_by").order_by("-created_at")
+    if status:
+        qs = qs.filter(status=status)
+    return [_card(a, sentinels, now) for a in qs[:limit]]
+
+
 def approval_cards_for_run(run: Run) -> list[ApprovalCard]:
     now = timezone.now()
     sentinels = known_sentinels()

@@ -10,7 +10,7 @@ import logging
 from mitmproxy import connection, ctx, exceptions, http, tcp, tls, udp
 from mitmproxy.proxy import layer, layers
 
-from roster_gateway import model_flow, shapes
+from roster_gateway import model_flow, proposals, shapes
 from roster_gateway.addresses import Vetting
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown, Transport
 from roster_gateway.decoding import narrow_accept_encoding
@@ -165,7 +165,8 @@ class Gateway:
         if flow.request.method.upper() == "CONNECT" or self.config is None:
             return
         try:
-            refusal = shapes.check_headers(flow.request, self.config.max_body_bytes)
+            refusal = (shapes.check_sizes(flow.request, self.config)
+                       or shapes.check_headers(flow.request, self.config.max_body_bytes))
         except Exception:  # noqa: BLE001 - fail closed
             refusal = shapes.Refusal("malformed_request", 400, "unreadable request headers")
         if refusal:
@@ -187,6 +188,9 @@ class Gateway:
         if refusal is not None:
             deny_flow(flow, refusal.status, refusal.reason, refusal.message)
             return
+        if proposals.is_reserved(self.config, flow.request.host):
+            await proposals.answer(self.steps, flow, token)  # answered here: never dialled, never /decide
+            return
         try:
             body = flow.request.get_content(strict=True) or b""
             mcp = mcp_calls(flow.request.headers.get("content-type", ""), body)
@@ -204,7 +208,8 @@ class Gateway:
 
     def _check_request(self, flow: http.HTTPFlow, state: ConnState) -> shapes.Refusal | None:
         request = flow.request
-        refusal = shapes.check_headers(request, self.config.max_body_bytes)
+        refusal = (shapes.check_sizes(request, self.config)
+                   or shapes.check_headers(request, self.config.max_body_bytes))
         if refusal:
             return refusal
         if len(request.raw_content or b"") > self.config.max_body_bytes:
@@ -213,7 +218,8 @@ class Gateway:
         if refusal:
             return refusal
         sni = flow.client_conn.sni if request.scheme == "https" else None
-        return shapes.check_authority(request, connect_target=state.connect_target, sni=sni)
+        return (shapes.check_authority(request, connect_target=state.connect_target, sni=sni)
+                or shapes.check_canonical(request))
 
     async def _allow(self, flow: http.HTTPFlow, decision: Decision, state: ConnState) -> None:
         request = flow.request
@@ -285,6 +291,7 @@ class Gateway:
             if not message.from_client:
                 try:
                     message.content, count = scrubber.scrub(message.content)
+                    scrubber.check_readings(message.content)
                 except Exception:  # noqa: BLE001 - a hook error would forward the message unscrubbed
                     log.warning("websocket message could not be checked for an echoed secret; closing")
                     message.drop()
