@@ -1,11 +1,12 @@
 """A local stand-in for model providers, speaking their shapes (OpenAI chat completions plain and SSE,
 the Responses API, Anthropic Messages): real HTTP/1.1 over loopback, streamed bodies sent event by event
 with a pause between them, chunked. It honours `stream_options.include_usage` as OpenAI does, records
-each request's exact body and each response's exact body bytes, and can cut a stream off mid-way or
-echo the request's Authorization header inside a stream (split across writes)."""
+each request's exact body and each response's exact body bytes, and can cut a stream off mid-way, echo
+the request's Authorization header inside a stream (split across writes), or send a whole gzip body."""
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import threading
@@ -94,6 +95,10 @@ def _handler(upstream: ModelUpstream):
             upstream.sent.append(body)
             self.send_response(200)
             self.send_header("content-type", content_type)
+            if "x-test-gzip" in self.headers:  # a whole gzip body, even for an event stream
+                body = gzip.compress(body)
+                self.send_header("content-encoding", "gzip")
+                streamed = False
             if not streamed:
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
