@@ -17,7 +17,7 @@ from controlplane.approvals import services
 from controlplane.approvals.cards import pending_approval_cards, recent_decided_cards
 from controlplane.approvals.models import Approval
 from controlplane.proposals.selectors import pending_proposal_cards, recent_proposal_cards
-from controlplane.web.masking import known_sentinels, mask_text
+from controlplane.vault.masking import known_sentinels, mask_text
 from controlplane.web.security import hardened
 
 VIEW_PERM = "approvals.view_approval"
