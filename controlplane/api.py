@@ -3,6 +3,9 @@
 from ninja import NinjaAPI
 from ninja.errors import ValidationError
 
+from controlplane.egress.proposals import router as proposals_router
+from controlplane.egress.routes import router as gateway_router
+
 api = NinjaAPI(title="Roster control plane", version="1", urls_namespace="api")
 
 # Longest field description in a 422: enough to name the field and the rule, never a value.
@@ -27,10 +30,5 @@ def _invalid_request(request, exc: ValidationError):
     return api.create_response(request, {"detail": "invalid request", "fields": fields}, status=422)
 
 
-def _mount_routers() -> None:
-    from controlplane.egress.routes import router as gateway_router
-
-    api.add_router("/gateway/", gateway_router)
-
-
-_mount_routers()
+api.add_router("/gateway/", gateway_router)
+api.add_router("/gateway/", proposals_router)

@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "axes",
     "controlplane.core",
     "controlplane.fleet",
     "controlplane.vault",
@@ -65,17 +66,23 @@ INSTALLED_APPS = [
     "controlplane.audit",
     "controlplane.approvals",
     "controlplane.dispatch",
+    "controlplane.proposals",
     "controlplane.web",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The admin's styles and scripts (collected into STATIC_ROOT by `manage.py collectstatic`, which
+    # `make up` and the image build run), served with DEBUG off by the same process as the pages.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Login throttling; last, as django-axes requires, so it sees the outcome of every sign-in.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -130,9 +137,29 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(os.environ.get("ROSTER_STATIC_ROOT", VAR_DIR / "static"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Compressed copies made once at collectstatic; no manifest, so a page never fails for a missing entry.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+
+# --- Sign-in throttling (django-axes; docs/web.md "Signing in") ---
+# Failures are counted per (username, address) pair: guessing one account from one address is stopped,
+# while nobody elsewhere can lock a real user out by typing their name. The same answer comes whether or
+# not the username exists, so the lockout reveals nothing about accounts.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = _env_int("ROSTER_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = _env_int("ROSTER_LOGIN_LOCKOUT_MINUTES", 15) / 60  # hours, as django-axes counts
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CHANNEL_LAYERS = {
@@ -148,8 +175,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = os.environ.get("ROSTER_CELERY_EAGER", "0") == "1"
 CELERY_BEAT_SCHEDULE = {
-    "expire-approvals": {"task": "controlplane.dispatch.tasks.expire_approvals", "schedule": 5.0},
+    "expire-approvals": {"task": "controlplane.approvals.tasks.expire_approvals", "schedule": 5.0},
     "reap-runs": {"task": "controlplane.dispatch.tasks.reap_runs", "schedule": 15.0},
+    "expire-proposals": {"task": "controlplane.proposals.tasks.expire_proposals", "schedule": 30.0},
 }
 
 # --- Roster: named limits and timeouts (never literals in code) ---
@@ -161,9 +189,9 @@ ROSTER_VAULT_KEY_FILE = Path(os.environ.get("ROSTER_VAULT_KEY_FILE", VAR_DIR / "
 ROSTER_GATEWAY_TOKEN_SHA256_FILE = Path(
     os.environ.get("ROSTER_GATEWAY_TOKEN_SHA256_FILE", VAR_DIR / "gateway-token.sha256")
 )
-ROSTER_GATEWAY_TOKEN_SHA256 = os.environ.get("ROSTER_GATEWAY_TOKEN_SHA256") or (
-    ROSTER_GATEWAY_TOKEN_SHA256_FILE.read_text().strip() if ROSTER_GATEWAY_TOKEN_SHA256_FILE.exists() else ""
-)
+# When set, wins over the file; otherwise the file is read when a call is authenticated (cached by mtime),
+# never at import: see controlplane.core.service_token.
+ROSTER_GATEWAY_TOKEN_SHA256 = os.environ.get("ROSTER_GATEWAY_TOKEN_SHA256", "")
 ROSTER_APPROVAL_TTL_SECONDS = _env_int("ROSTER_APPROVAL_TTL_SECONDS", 300)
 ROSTER_APPROVAL_GRACE_SECONDS = _env_int("ROSTER_APPROVAL_GRACE_SECONDS", 120)
 ROSTER_APPROVAL_WAIT_MAX_SECONDS = _env_float("ROSTER_APPROVAL_WAIT_MAX_SECONDS", 30.0)
@@ -203,6 +231,10 @@ ROSTER_WEB_AUDIT_PAGE_SIZE = _env_int("ROSTER_WEB_AUDIT_PAGE_SIZE", 50)
 ROSTER_WEB_RECENT_DECISIONS = _env_int("ROSTER_WEB_RECENT_DECISIONS", 10)
 ROSTER_WEB_OUTPUT_PREVIEW_CHARS = _env_int("ROSTER_WEB_OUTPUT_PREVIEW_CHARS", 16 * 1024)
 ROSTER_WEB_VERIFY_COOLDOWN_SECONDS = _env_int("ROSTER_WEB_VERIFY_COOLDOWN_SECONDS", 30)
+# An approver's comment with a decision: bounded, and required for a deny when this is on.
+ROSTER_APPROVAL_COMMENT_MAX_CHARS = _env_int("ROSTER_APPROVAL_COMMENT_MAX_CHARS", 500)
+ROSTER_APPROVAL_DENY_COMMENT_REQUIRED = os.environ.get("ROSTER_APPROVAL_DENY_COMMENT_REQUIRED", "") in (
+    "1", "true", "yes")
 # --- Dispatch (engineer E): boxes, preflight and reaping ---
 # Labels and container names carry this, so a reaper only ever touches its own boxes.
 ROSTER_BOX_NAMESPACE = os.environ.get("ROSTER_BOX_NAMESPACE", "roster")
@@ -222,6 +254,9 @@ ROSTER_PREFLIGHT_TIMEOUT_SECONDS = _env_float("ROSTER_PREFLIGHT_TIMEOUT_SECONDS"
 ROSTER_RUN_START_GRACE_SECONDS = _env_int("ROSTER_RUN_START_GRACE_SECONDS", 120)
 # How long the reaper leaves an exited box to its watcher before finalising it itself.
 ROSTER_REAP_EXITED_GRACE_SECONDS = _env_int("ROSTER_REAP_EXITED_GRACE_SECONDS", 10)
+# A live run of another box host this long past its deadline is failed by any host's reaper (its own host
+# stopped reconciling: gone, or its worker down); ending it revokes its token at every gateway.
+ROSTER_REAP_OTHER_HOST_GRACE_SECONDS = _env_int("ROSTER_REAP_OTHER_HOST_GRACE_SECONDS", 300)
 # A queued run older than this is dispatched again (its message was lost); dispatch is idempotent.
 ROSTER_RUN_REQUEUE_SECONDS = _env_int("ROSTER_RUN_REQUEUE_SECONDS", 60)
 ROSTER_BOX_KILL_WAIT_SECONDS = _env_int("ROSTER_BOX_KILL_WAIT_SECONDS", 10)
@@ -255,3 +290,35 @@ ROSTER_GATEWAY_DB_THREADS = _env_int("ROSTER_GATEWAY_DB_THREADS", 1)
 ROSTER_DECISION_API_HOST = os.environ.get("ROSTER_DECISION_API_HOST", "127.0.0.1")
 ROSTER_DECISION_API_PORT = _env_int("ROSTER_DECISION_API_PORT", 8002)
 ROSTER_DECISION_API_KEEPALIVE_SECONDS = _env_int("ROSTER_DECISION_API_KEEPALIVE_SECONDS", 75)
+# The reference agent (workers/agent; `run start WORKER --agent TASK`): where its model is, passed to every
+# box as ROSTER_AGENT_* variables. Not secrets: the key stays in the vault and reaches the provider only
+# through a grant that injects it (the box holds the sentinel in ROSTER_AGENT_KEY_VARIABLE). To use a real
+# provider, change ROSTER_AGENT_BASE_URL (and ROSTER_AGENT_MODEL) and grant its host with key injection.
+ROSTER_AGENT_BASE_URL = os.environ.get("ROSTER_AGENT_BASE_URL", "https://api.openai.com/v1")
+ROSTER_AGENT_MODEL = os.environ.get("ROSTER_AGENT_MODEL", "gpt-4o-mini")
+ROSTER_AGENT_KEY_VARIABLE = os.environ.get("ROSTER_AGENT_KEY_VARIABLE", "OPENAI_API_KEY")
+ROSTER_AGENT_MAX_TURNS = _env_int("ROSTER_AGENT_MAX_TURNS", 12)
+ROSTER_AGENT_MAX_TOKENS = _env_int("ROSTER_AGENT_MAX_TOKENS", 20000)
+# MCP servers the agent may call, `name=url,name=url` (each still needs a grant naming its tools).
+ROSTER_AGENT_MCP_SERVERS = os.environ.get("ROSTER_AGENT_MCP_SERVERS", "")
+
+# --- Proposals: what a box asks the trusted side to do (docs/proposals.md) ---
+# The reserved name the gateway answers itself for proposals (".invalid" can never be a real host).
+ROSTER_PROPOSALS_HOST = os.environ.get("ROSTER_PROPOSALS_HOST", "proposals.roster.invalid")
+# A pending proposal nobody decided by then expires (never refused: expiry is not a human's no).
+ROSTER_PROPOSAL_TTL_SECONDS = _env_int("ROSTER_PROPOSAL_TTL_SECONDS", 24 * 3600)
+# Largest proposal body the box may send (JSON as received); bigger is 413, nothing recorded.
+ROSTER_PROPOSAL_MAX_BYTES = _env_int("ROSTER_PROPOSAL_MAX_BYTES", 2 * 1024 * 1024)
+# E-mail: total decoded attachment bytes and how many; body and subject limits.
+ROSTER_PROPOSAL_MAX_ATTACHMENT_BYTES = _env_int("ROSTER_PROPOSAL_MAX_ATTACHMENT_BYTES", 1024 * 1024)
+ROSTER_PROPOSAL_MAX_ATTACHMENTS = _env_int("ROSTER_PROPOSAL_MAX_ATTACHMENTS", 10)
+ROSTER_PROPOSAL_MAX_RECIPIENTS = _env_int("ROSTER_PROPOSAL_MAX_RECIPIENTS", 20)
+ROSTER_PROPOSAL_MAX_TEXT_BYTES = _env_int("ROSTER_PROPOSAL_MAX_TEXT_BYTES", 256 * 1024)
+# How many of the run's received results a proposal records as "what the run saw".
+ROSTER_PROPOSAL_SEEN_MAX = _env_int("ROSTER_PROPOSAL_SEEN_MAX", 50)
+# Executors: attempts on a transient failure (server down, timeout, 5xx / 4xx SMTP), backoff between them.
+ROSTER_EXECUTOR_MAX_ATTEMPTS = _env_int("ROSTER_EXECUTOR_MAX_ATTEMPTS", 3)
+ROSTER_EXECUTOR_RETRY_SECONDS = _env_float("ROSTER_EXECUTOR_RETRY_SECONDS", 10.0)
+ROSTER_EXECUTOR_TIMEOUT_SECONDS = _env_float("ROSTER_EXECUTOR_TIMEOUT_SECONDS", 20.0)
+# How much of a remote's answer is kept on the proposal (its status line, the start of its body).
+ROSTER_EXECUTOR_ANSWER_CHARS = _env_int("ROSTER_EXECUTOR_ANSWER_CHARS", 500)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts the egress gateway (mitmdump + gateway/roster_gateway) in the background. Idempotent.
-#  - service token: var/gateway/service.token (0600), generated once; its SHA-256 goes to
-#    var/gateway-token.sha256, which the control plane reads (settings.ROSTER_GATEWAY_TOKEN_SHA256_FILE).
+#  - service token: var/gateway/service.token (0600), made once by scripts/mint-secrets.sh; its SHA-256 is
+#    var/gateway-token.sha256, which the control plane reads when it authenticates a call.
 #  - CA: minted by mitmproxy in var/gateway/ca (0700; the key never leaves it); only the public
 #    certificate is exported to var/gateway/mitmproxy-ca-cert.pem (settings.ROSTER_GATEWAY_CA_CERT).
 #  - listens on the box bridge's address when the bridge exists (boxes reach only that), else loopback;
@@ -22,12 +22,7 @@ if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
 fi
 
 token_file=var/gateway/service.token
-if [ ! -s "$token_file" ]; then
-  gateway/.venv/bin/python -c 'import secrets; print("gst_" + secrets.token_urlsafe(32))' >"$token_file"
-fi
-chmod 600 "$token_file"
-tr -d '\n' <"$token_file" | sha256sum | cut -d' ' -f1 >var/gateway-token.sha256
-chmod 644 var/gateway-token.sha256
+scripts/mint-secrets.sh  # the token and its hash (normally made already by scripts/up.sh)
 
 bridge=${ROSTER_BOX_BRIDGE:-roster-br0}
 bridge_addr=$(ip -4 -o addr show dev "$bridge" 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -1 || true)
@@ -62,5 +57,6 @@ for _ in $(seq 1 60); do
   kill -0 "$(cat "$pidfile")" 2>/dev/null || break
   sleep 0.25
 done
-echo "gateway-up: the gateway did not start; see var/log/gateway.log" >&2
+echo "gateway-up: the gateway did not start; see var/log/gateway.log. It said:" >&2
+grep -E "Error|error" var/log/gateway.log | tail -n 2 >&2
 exit 1

@@ -16,18 +16,30 @@ from controlplane.approvals import broadcast
 from controlplane.approvals.models import Approval
 from controlplane.audit.services import audit_append
 from controlplane.core.errors import RosterError
-from controlplane.vault.redact import MASK as RECORD_MASK
-from controlplane.vault.redact import text_for_record, url_for_record
+from controlplane.vault.redact import MASK, is_credential_name, text_for_record, url_for_record
 from controlplane.vault.services import sentinel_secret_ids
 
 DECIDE_PERMISSION = "approvals.decide_approval"
-MASK = RECORD_MASK
-# Header names whose values are credentials or session material: never shown to approvers.
-AUTH_LIKE_FRAGMENTS = ("auth", "cookie", "token", "secret", "key", "session", "password", "signature")
 
 
 class ApprovalClosed(RosterError):
-    """The approval is no longer pending (already decided, expired or used)."""
+    """The approval is no longer pending (already decided, expired or used), or its run has ended."""
+
+
+class ApprovalCommentInvalid(RosterError):
+    """The decision's comment is missing where required, or too long."""
+
+
+def clean_comment(comment: str | None, *, approve: bool) -> str:
+    """The approver's comment as recorded: control characters dropped (it reaches the box and logs),
+    bounded, and required for a deny when ROSTER_APPROVAL_DENY_COMMENT_REQUIRED is on."""
+    text = "".join(ch if ch.isprintable() else " " for ch in (comment or "")).strip()
+    limit = settings.ROSTER_APPROVAL_COMMENT_MAX_CHARS
+    if len(text) > limit:
+        raise ApprovalCommentInvalid(f"the comment is longer than {limit} characters")
+    if not approve and not text and settings.ROSTER_APPROVAL_DENY_COMMENT_REQUIRED:
+        raise ApprovalCommentInvalid("a reason is required to deny a request")
+    return text_for_record(text)
 
 
 # Transport headers: how the request travels, not what it asks for (the gateway owns or drops them, and
@@ -51,11 +63,6 @@ def request_digest(method: str, url: str, body_sha256: str, headers=()) -> str:
     return hashlib.sha256(bound.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _is_auth_like(name: str) -> bool:
-    lowered = name.lower()
-    return any(fragment in lowered for fragment in AUTH_LIKE_FRAGMENTS)
-
-
 def request_snapshot(
     *, method: str, url: str, headers: list[tuple[str, str]], body_preview: str, body_sha256: str,
     body_size: int, sentinels: frozenset[str] = frozenset(),
@@ -64,7 +71,7 @@ def request_snapshot(
     a sentinel, `key=`/`token=`/`sig=`... query values). `sentinels` adds literals to the vault's own."""
     shown = []
     for name, value in headers:
-        if (_is_auth_like(name) or any(s and s in value for s in sentinels)
+        if (is_credential_name(name) or any(s and s in value for s in sentinels)
                 or sentinel_secret_ids([value])):  # also a sentinel inside Basic credentials
             value = MASK
         shown.append([name, value])
@@ -95,11 +102,12 @@ def approval_open(*, run, grant_id: int | None, grant_slug: str, snapshot: dict,
     return approval
 
 
-def approval_decide(approval_id, user, approve: bool, channel: str) -> Approval:
+def approval_decide(approval_id, user, approve: bool, channel: str, comment: str = "") -> Approval:
     if user is None or not user.is_active or not user.has_perm(DECIDE_PERMISSION):
         raise PermissionDenied("you may not decide approvals")
     if channel not in Approval.Channel.values:
         raise ValueError(f"unknown approval channel {channel!r}")
+    comment = clean_comment(comment, approve=approve)
     now = timezone.now()
     with transaction.atomic():
         approval = Approval.objects.select_for_update().select_related("run__worker").get(pk=approval_id)
@@ -107,10 +115,14 @@ def approval_decide(approval_id, user, approve: bool, channel: str) -> Approval:
             raise ApprovalClosed(f"approval {approval_id} is already {approval.status}")
         if approval.expires_at <= now:
             raise ApprovalClosed(f"approval {approval_id} expired at {approval.expires_at.isoformat()}")
+        if approve and not approval.run.is_live:
+            # Nothing could use it; refusing is still allowed so the queue can be cleared on the record.
+            raise ApprovalClosed(f"the run of approval {approval_id} has ended; it cannot be approved")
         approval.status = Approval.Status.APPROVED if approve else Approval.Status.REFUSED
         approval.decided_by = user
         approval.decided_at = now
         approval.channel = channel
+        approval.comment = comment
         if approve and approval.abandoned_at is not None:
             approval.grace_until = now + timedelta(seconds=settings.ROSTER_APPROVAL_GRACE_SECONDS)
         approval.save()
@@ -118,7 +130,8 @@ def approval_decide(approval_id, user, approve: bool, channel: str) -> Approval:
             "approval",
             {"approval": str(approval.pk), "event": "decided", "status": approval.status,
              "by": user.get_username(), "at": now.isoformat(), "channel": channel,
-             "grant": approval.grant_slug, "url": url_for_record(approval.request.get("url", ""))},
+             "grant": approval.grant_slug, "url": url_for_record(approval.request.get("url", "")),
+             "comment": comment},
             run=approval.run, verdict=approval.status,
         )
         status = approval.status
@@ -139,6 +152,9 @@ def approval_abandon(approval_id) -> Approval:
             approval.save(update_fields=["abandoned_at", "grace_until"])
             audit_append("approval", {"approval": str(approval.pk), "event": "abandoned",
                                       "status": approval.status}, run=approval.run)
+            # Open queue pages show that the box stopped waiting.
+            status = approval.status
+            transaction.on_commit(lambda: broadcast.approval_changed(str(approval.pk), status))
     return approval
 
 

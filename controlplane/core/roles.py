@@ -4,12 +4,13 @@ Auditors: read and export, change nothing."""
 
 from django.contrib.auth.models import Group, Permission
 
-ROSTER_APPS = ["fleet", "vault", "policy", "ledger", "audit", "approvals"]
+ROSTER_APPS = ["fleet", "vault", "policy", "ledger", "audit", "approvals", "proposals"]
 ADMINS, APPROVERS, AUDITORS = "Admins", "Approvers", "Auditors"
 
 APPROVER_PERMS = [
     ("approvals", "decide_approval"), ("approvals", "view_approval"), ("fleet", "view_run"),
-    ("fleet", "view_worker"), ("policy", "view_grant"),
+    ("fleet", "view_worker"), ("policy", "view_grant"), ("proposals", "view_proposal"),
+    ("proposals", "view_destination"),
 ]
 
 

@@ -17,6 +17,7 @@ from controlplane.egress.policy_cache import grant_rules_for_worker
 from controlplane.egress.records import audit_decision
 from controlplane.egress.request import new_decision_id, request_facts
 from controlplane.fleet.models import Run
+from controlplane.ledger.types import ModelCallFacts
 from controlplane.policy import engine
 from controlplane.policy.engine import DenyReason, Verdict
 
@@ -45,9 +46,12 @@ def _approval_conclude(approval_id, decision_id: str) -> Concluded:
     inject: tuple[dict, ...] = ()
     replace: tuple[dict, ...] = ()
     budget = None
+    comment = None
     who = approval.decided_by.get_username() if approval.decided_by else "nobody"
     if approval.status == Approval.Status.REFUSED:
-        decision = engine.deny(DenyReason.APPROVAL_REFUSED, f"refused by {who} via {approval.channel}")
+        comment = approval.comment or None
+        decision = engine.deny(DenyReason.APPROVAL_REFUSED, f"refused by {who} via {approval.channel}"
+                               + (f": {comment}" if comment else ""))
     elif approval.status != Approval.Status.APPROVED:
         decision = engine.deny(DenyReason.APPROVAL_EXPIRED, "the approval expired or was already used")
     elif not run.is_live or not run.worker.active:
@@ -59,14 +63,17 @@ def _approval_conclude(approval_id, decision_id: str) -> Concluded:
     else:
         decision = _rejudge(approval, run, facts, sentinel_ids, who)
         if decision.verdict == Verdict.ALLOW:
+            stored = facts.get("model_call")  # the held request's model-call facts, as stored
             allowed = allow(run, decision, decision_id, method=req["method"], url=req["url"],
-                            host=facts["host"], sentinel_ids=sentinel_ids)
+                            host=facts["host"], sentinel_ids=sentinel_ids,
+                            model_call=ModelCallFacts(**stored) if stored else None)
             decision, budget, inject, replace = (allowed.decision, allowed.budget, allowed.inject,
                                                  allowed.replace)
     audit_decision(decision, decision_id, run=run, method=req.get("method", ""), url=req.get("url", ""),
                    extra={"approval": str(approval.pk), "approved_by": who if status == "approved" else None,
                           "budget": budget})
-    return Concluded(status, Answer(decision, decision_id, budget=budget, inject=inject, replace=replace))
+    return Concluded(status, Answer(decision, decision_id, budget=budget, inject=inject, replace=replace),
+                     comment=comment)
 
 
 def _rejudge(approval: Approval, run: Run, facts: dict, sentinel_ids: frozenset[int], who: str):

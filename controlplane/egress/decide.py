@@ -5,6 +5,7 @@ records. Any failure is a deny (policy_error); the floor is always closed."""
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from datetime import datetime
 
 from django.db import transaction
@@ -118,7 +119,7 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
                                      snapshot=_snapshot(req, sentinel_ids), now=now, digest=digest)
     if decision.verdict == Verdict.ALLOW:
         allowed = allow(run, decision, decision_id, method=req.method, url=req.url, host=req.host,
-                        sentinel_ids=sentinel_ids, state=state)
+                        sentinel_ids=sentinel_ids, state=state, model_call=req.model_call)
         decision, budget, inject, replace = allowed.decision, allowed.budget, allowed.inject, allowed.replace
     if intercepted_connect(req.scheme, decision):
         audit_connection(decision_id, run, req.url)
@@ -143,5 +144,6 @@ def _snapshot(req: EgressRequest, sentinel_ids: frozenset[int]) -> dict:
     # Stored, so masked like the URL: the query is never matched, and a mask stays inside its segment.
     snapshot["facts"] = {"scheme": req.scheme, "host": req.host, "port": req.port,
                          "path": url_for_record(req.path, sentinels), "mcp": mcp_for_record(req.mcp),
-                         "sentinel_secret_ids": sorted(sentinel_ids)}
+                         "sentinel_secret_ids": sorted(sentinel_ids),
+                         "model_call": asdict(req.model_call) if req.model_call else None}
     return snapshot

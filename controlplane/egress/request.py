@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from controlplane.ledger.types import ModelCallFacts
 from controlplane.policy import engine
 from controlplane.vault.redact import url_for_record
 
@@ -41,6 +42,7 @@ class EgressRequest:
     body_preview: str
     mcp: Sequence[tuple[str, str | None]]
     sentinels: Sequence[str] = ()  # found by the gateway anywhere in the request (docs/wire.md)
+    model_call: ModelCallFacts | None = None  # a model call: its worst case is reserved in tokens and money
 
     @property
     def exact_url(self) -> str:

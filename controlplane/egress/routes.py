@@ -22,6 +22,7 @@ from ninja.security import HttpBearer
 from controlplane.approvals.models import Approval
 from controlplane.approvals.selectors import approval_status
 from controlplane.approvals.services import approval_abandon, approval_mark_expired
+from controlplane.core.service_token import gateway_token_sha256
 from controlplane.egress import outcomes
 from controlplane.egress.conclude import approval_conclude
 from controlplane.egress.db_thread import in_pool
@@ -48,12 +49,12 @@ log = logging.getLogger(__name__)
 
 
 class GatewayAuth(HttpBearer):
-    """Compares the bearer's SHA-256 with the configured hash in constant time; no hash configured means
-    every call is refused."""
+    """Compares the bearer's SHA-256 with the configured hash (read when used, so a token minted after this
+    process started counts) in constant time; no hash configured means every call is refused."""
 
     # async (no I/O inside): ninja then calls it on the event loop instead of hopping to a thread.
     async def authenticate(self, request, token: str):
-        expected = (settings.ROSTER_GATEWAY_TOKEN_SHA256 or "").strip().lower()
+        expected = gateway_token_sha256()
         if not expected or not token:
             return None
         offered = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
@@ -71,6 +72,7 @@ async def decide(request, body: DecideIn):
         headers=tuple(body.headers), body_size=body.body_size, body_sha256=body.body_sha256,
         body_preview=body.body_preview, mcp=tuple((m.method, m.tool) for m in body.mcp),
         sentinels=tuple(body.sentinels),
+        model_call=body.model_call.facts() if body.model_call else None,
     )))
 
 
@@ -136,7 +138,7 @@ async def outcome(request, body: OutcomeIn):
 def _outcome(body: OutcomeIn) -> Status:
     try:
         outcomes.outcome_report(body.decision_id, body.status, body.request_bytes, body.response_bytes,
-                               body.error, body.scrubbed)
+                               body.error, body.scrubbed, body.usage.usage() if body.usage else None)
     except outcomes.OutcomeUnknown:
         return Status(404, {"detail": "no allowed decision with this id"})
     except outcomes.OutcomeConflict:
@@ -146,7 +148,8 @@ def _outcome(body: OutcomeIn) -> Status:
 
 @router.post("/outcomes", response={200: OutcomesOut}, summary="Report many outcomes at once")
 async def outcomes_batch(request, body: OutcomesIn):
-    items = [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error, o.scrubbed)
+    items = [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error, o.scrubbed,
+              o.usage.usage() if o.usage else None)
              for o in body.outcomes]
     return {"results": await in_pool(request, outcomes.outcomes_report, items)}
 

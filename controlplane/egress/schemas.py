@@ -9,8 +9,9 @@ from typing import Annotated, Literal
 
 from django.conf import settings
 from ninja import Schema
-from pydantic import ConfigDict, Field, StrictInt, StrictStr, field_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
+from controlplane.ledger.types import ModelCallFacts, TokenUsage
 from controlplane.policy.engine import DenyReason
 
 MAX_TOKEN = 1024
@@ -34,6 +35,42 @@ HeaderValue = Annotated[StrictStr, Field(max_length=settings.ROSTER_DECIDE_MAX_H
 HeaderName = Annotated[StrictStr, Field(min_length=1, max_length=256)]
 
 
+ModelName = Annotated[StrictStr, Field(max_length=200)]
+
+
+class ModelCallIn(Strict):
+    """A model call's facts as the gateway read them from the request (docs/wire.md)."""
+
+    api: Literal["chat", "responses", "messages"]
+    model: ModelName
+    stream: StrictBool
+    max_output_tokens: Annotated[StrictInt, Field(ge=1, le=2**53)] | None
+    choices: Annotated[StrictInt, Field(ge=1, le=128)]
+    input_estimate: NonNegative
+
+    def facts(self) -> ModelCallFacts:
+        return ModelCallFacts(api=self.api, model=self.model, stream=self.stream,
+                              max_output_tokens=self.max_output_tokens, choices=self.choices,
+                              input_estimate=self.input_estimate)
+
+
+class UsageIn(Strict):
+    """A model call's usage as the gateway read it from the response (docs/wire.md)."""
+
+    known: StrictBool
+    model: ModelName
+    input: NonNegative
+    cached_input: NonNegative
+    output: NonNegative
+    reasoning: NonNegative
+    problem: Annotated[StrictStr, Field(max_length=200)] = ""
+
+    def usage(self) -> TokenUsage:
+        return TokenUsage(known=self.known, model=self.model, input=self.input,
+                          cached_input=self.cached_input, output=self.output,
+                          reasoning=self.reasoning, problem=self.problem)
+
+
 class DecideIn(Strict):
     token: Annotated[StrictStr, Field(max_length=MAX_TOKEN)]
     method: Annotated[StrictStr, Field(pattern=r"^[A-Z][A-Z-]{0,15}$")]
@@ -50,6 +87,7 @@ class DecideIn(Strict):
     # Sentinels the gateway found anywhere in the request (body, cookies, encoded forms); optional.
     sentinels: Annotated[list[Annotated[StrictStr, Field(min_length=1, max_length=512)]],
                          Field(max_length=64)] = []
+    model_call: ModelCallIn | None = None
 
 
 class SentinelsOut(Strict):
@@ -72,6 +110,7 @@ class BudgetOut(Strict):
     window: str
     limit: int
     spent: int
+    reserved: int = 0
 
 
 class DecideOut(Strict):
@@ -97,6 +136,9 @@ class WaitIn(Strict):
 class WaitOut(Strict):
     status: Literal["pending", "approved", "refused", "expired"]
     decision: DecideOut | None
+    # The approver's comment with a refusal (also in the decision's message); null otherwise. Optional for
+    # the gateway: an older control plane never sends it.
+    comment: str | None = None
 
 
 class OutcomeIn(Strict):
@@ -107,6 +149,7 @@ class OutcomeIn(Strict):
     error: Str = ""
     # Echoes of the injected secret the gateway replaced in the response; > 0 is audited as a tripwire.
     scrubbed: NonNegative = 0
+    usage: UsageIn | None = None  # a model call's usage; absent or not known settles its worst case
 
 
 class OutcomesIn(Strict):

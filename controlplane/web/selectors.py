@@ -11,86 +11,9 @@ from django.utils import timezone
 
 from controlplane.approvals.models import Approval
 from controlplane.audit.models import AuditRecord, ModelTrace
-from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run, Worker
 from controlplane.ledger.models import SpendLine
-from controlplane.web.masking import known_sentinels, mask_headers, mask_text, visible
-
-
-@dataclass(frozen=True)
-class ApprovalCard:
-    """One held request as an approver sees it (already masked)."""
-
-    id: str
-    status: str
-    worker: str
-    run_id: int
-    method: str
-    url: str
-    headers: list[tuple[str, str]]
-    bound_headers: frozenset[str]
-    body_preview: str
-    body_size: int | None
-    body_sha256: str
-    grant_slug: str
-    taint: str
-    untrusted: bool
-    created_at: datetime
-    expires_at: datetime
-    seconds_left: int
-    decided_by: str = ""
-    channel: str = ""
-
-
-def _card(approval: Approval, sentinels: dict[str, str], now: datetime) -> ApprovalCard:
-    req = approval.request if isinstance(approval.request, dict) else {}
-    run = approval.run
-    return ApprovalCard(
-        id=str(approval.id),
-        status=approval.status,
-        worker=run.worker.name,
-        run_id=run.pk,
-        method=visible(str(req.get("method", ""))),
-        url=mask_text(str(req.get("url", "")), sentinels),
-        headers=mask_headers(req.get("headers") or [], sentinels),
-        bound_headers=frozenset(str(n) for n in req.get("bound_headers") or ()),
-        body_preview=mask_text(str(req.get("body_preview", "")), sentinels),
-        body_size=req.get("body_size"),
-        body_sha256=str(req.get("body_sha256", "")),
-        grant_slug=approval.grant_slug,
-        taint=DataClass(run.taint).label,
-        untrusted=run.untrusted,
-        created_at=approval.created_at,
-        expires_at=approval.expires_at,
-        seconds_left=max(0, int((approval.expires_at - now).total_seconds())),
-        decided_by=approval.decided_by.get_username() if approval.decided_by_id else "",
-        channel=approval.channel,
-    )
-
-
-def pending_approval_cards(now: datetime | None = None) -> list[ApprovalCard]:
-    """Pending and not yet past their expiry (the sweeper may lag; an expired one is not decidable)."""
-    now = now or timezone.now()
-    sentinels = known_sentinels()
-    qs = (Approval.objects.filter(status=Approval.Status.PENDING, expires_at__gt=now)
-          .select_related("run__worker", "decided_by").order_by("created_at"))
-    return [_card(a, sentinels, now) for a in qs]
-
-
-def recent_decided_cards(limit: int, now: datetime | None = None) -> list[ApprovalCard]:
-    now = now or timezone.now()
-    sentinels = known_sentinels()
-    qs = (Approval.objects.exclude(status=Approval.Status.PENDING)
-          .select_related("run__worker", "decided_by").order_by("-decided_at", "-created_at")[:limit])
-    return [_card(a, sentinels, now) for a in qs]
-
-
-def approval_cards_for_run(run: Run) -> list[ApprovalCard]:
-    now = timezone.now()
-    sentinels = known_sentinels()
-    qs = run.approvals.select_related("run__worker", "decided_by").order_by("created_at")
-    return [_card(a, sentinels, now) for a in qs]
-
+from controlplane.vault.masking import known_sentinels, mask_text
 
 # --- overview ---
 
@@ -142,7 +65,8 @@ def _summary(kind: str, data: dict, sentinels: dict[str, str]) -> str:
     if kind == "run_state":
         return f"{data.get('from') or '—'} → {data.get('to', '')} {data.get('reason', '')}".strip()
     if kind == "spend":
-        return f"{data.get('op', '')} for {data.get('decision_id', '')}".strip()
+        return (f"{data.get('op', '')} for {data.get('decision_id', '')}".strip()
+                + _model_summary(data.get("model")))
     if kind == "approval":
         return mask_text(f"{data.get('event', '')} {method} {url}".strip(), sentinels)
     if url:
@@ -150,9 +74,31 @@ def _summary(kind: str, data: dict, sentinels: dict[str, str]) -> str:
     return mask_text(str(data.get("message", "")), sentinels)
 
 
+def _model_summary(model: object) -> str:
+    """A model call's part of a spend record: what it reserved, or what it used and whether the usage
+    was read or is the worst case (flagged)."""
+    if not isinstance(model, dict):
+        return ""
+    text = f": model {model.get('model', '')}"
+    if "usage" not in model:
+        return text + f", worst case {model.get('tokens', 0)} tokens reserved"
+    if model.get("flagged"):
+        return text + f", usage unknown ({model.get('problem', '')}): settled at the worst case, flagged"
+    return text + (f", {model.get('input', 0)} input ({model.get('cached_input', 0)} cached), "
+                   f"{model.get('output', 0)} output ({model.get('reasoning', 0)} reasoning)")
+
+
 def _spend_cost(data: dict) -> dict[str, int]:
-    return {unit: int(data[unit]) for unit in ("requests", "micro", "bytes")
+    cost = {unit: int(data[unit]) for unit in ("requests", "micro", "bytes")
             if isinstance(data.get(unit), int) and data[unit]}
+    model = data.get("model")
+    if isinstance(model, dict) and data.get("op") == "settle":
+        for unit in ("tokens", "micro"):
+            if isinstance(model.get(unit), int) and model[unit]:
+                cost[unit] = cost.get(unit, 0) + model[unit]
+    elif isinstance(model, dict) and isinstance(model.get("tokens"), int) and model["tokens"]:
+        cost["tokens"] = model["tokens"]  # a reserve: its micro already includes the model's worst case
+    return cost
 
 
 def cost_by_decision(run: Run) -> dict[str, dict[str, int]]:

@@ -1,7 +1,6 @@
 from django.urls import path
 
-from controlplane.approvals import views as approval_views
-from controlplane.web import audit_views, views
+from controlplane.web import approval_views, audit_views, proposal_views, views
 
 app_name = "web"
 
@@ -11,6 +10,7 @@ urlpatterns = [
     path("approvals/", approval_views.approval_queue, name="approvals"),
     path("approvals/list/", approval_views.approval_queue_fragment, name="approvals-list"),
     path("approvals/<uuid:approval_id>/decide/", approval_views.approval_decide_view, name="approval-decide"),
+    path("proposals/<uuid:proposal_id>/decide/", proposal_views.proposal_decide_view, name="proposal-decide"),
     path("audit/", audit_views.audit_list, name="audit"),
     path("audit/export.csv", audit_views.audit_export_csv, name="audit-export"),
     path("audit/verify/", audit_views.audit_verify, name="audit-verify"),

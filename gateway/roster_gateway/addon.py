@@ -10,7 +10,7 @@ import logging
 from mitmproxy import connection, ctx, exceptions, http, tcp, tls, udp
 from mitmproxy.proxy import layer, layers
 
-from roster_gateway import shapes
+from roster_gateway import model_flow, proposals, shapes
 from roster_gateway.addresses import Vetting
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown, Transport
 from roster_gateway.decoding import narrow_accept_encoding
@@ -188,6 +188,9 @@ class Gateway:
         if refusal is not None:
             deny_flow(flow, refusal.status, refusal.reason, refusal.message)
             return
+        if proposals.is_reserved(self.config, flow.request.host):
+            await proposals.answer(self.steps, flow, token)  # answered here: never dialled, never /decide
+            return
         try:
             body = flow.request.get_content(strict=True) or b""
             mcp = mcp_calls(flow.request.headers.get("content-type", ""), body)
@@ -203,6 +206,7 @@ class Gateway:
         payload = decide_payload(flow.request, token=token or "", scheme=scheme, mcp=mcp,
                                  preview_bytes=self.config.body_preview_bytes,
                                  sentinels=finder.found_in_request(flow.request, self.config.max_body_bytes))
+        model_flow.note_request(flow, body, payload)
         decision = await self.steps.judge(flow, payload, token)
         if decision is None:
             return
@@ -229,6 +233,7 @@ class Gateway:
         ip = await self.steps.vet_or_deny(flow, decision, host)
         if ip is None:
             return
+        model_flow.before_forwarding(flow)
         if decision.trace:
             try:
                 await self.client.trace(decision.decision_id, request.raw_content or b"")
@@ -259,16 +264,31 @@ class Gateway:
             for name in RANGE_HEADERS:
                 request.headers.pop(name, None)
 
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        try:
+            model_flow.on_response_headers(flow)
+        except Exception:  # noqa: BLE001 - a stream that could not be set up safely is not streamed
+            log.exception("could not stream the response; buffering it")
+            flow.response.stream = False
+            flow.metadata.pop("roster_stream", None)
+
     def response(self, flow: http.HTTPFlow) -> None:
         decision_id = flow.metadata.pop("roster_decision_id", None)
         if flow.response is None:
             flow.metadata.pop("roster_scrubber", None)
             return
-        status, response_bytes = flow.response.status_code, len(flow.response.raw_content or b"")
-        error = scrub_echoes(flow, decision_id)
+        stream = model_flow.streamed(flow)
+        if stream is not None:
+            error, scrubbed, usage = model_flow.finish_streamed(flow, stream)
+            response_bytes = stream.upstream_bytes
+        else:
+            status, response_bytes = flow.response.status_code, len(flow.response.raw_content or b"")
+            usage = model_flow.buffered_usage(flow, self.config.max_body_bytes) if self.config else None
+            error = scrub_echoes(flow, decision_id)
+            scrubbed = flow.metadata.get("roster_scrubbed", 0)
         if decision_id:
-            self.steps.report(decision_id, status, len(flow.request.raw_content or b""), response_bytes,
-                              error, flow.metadata.get("roster_scrubbed", 0))
+            self.steps.report(decision_id, flow.response.status_code if stream else status,
+                              len(flow.request.raw_content or b""), response_bytes, error, scrubbed, usage)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         scrubber = flow.metadata.get("roster_scrubber")
@@ -297,7 +317,7 @@ class Gateway:
             message = scrub_error(flow, scrubber)
         if decision_id:
             self.steps.report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200],
-                              flow.metadata.get("roster_scrubbed", 0))
+                              flow.metadata.get("roster_scrubbed", 0), model_flow.usage_on_error(flow))
 
     # --- CONNECT, tunnels and everything that is not HTTP ---
     @fail_closed

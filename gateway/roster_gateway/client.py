@@ -108,6 +108,21 @@ class ControlPlaneClient:
         if not isinstance(found, list) or not all(isinstance(s, str) and s for s in found):
             raise ControlPlaneDown("control plane answer to /sentinels not understood")
         return found
+    async def _proposal_call(self, path: str, payload: dict) -> tuple[int, dict]:
+        status, body = await self._call("POST", path, payload, self.outcome_timeout)
+        answer = self._json(status, body, path)
+        if not (isinstance(answer, dict) and isinstance(answer.get("status"), int)
+                and isinstance(answer.get("body"), dict)):
+            raise ControlPlaneDown(f"control plane answer to {path} not understood")
+        return answer["status"], answer["body"]
+
+    async def propose(self, token: str, body: bytes) -> tuple[int, dict]:
+        """A box's proposal (docs/wire.md POST /proposals): the box's status and JSON answer."""
+        return await self._proposal_call("/proposals", {"token": token,
+                                                        "body_b64": base64.b64encode(body).decode()})
+
+    async def proposal_status(self, token: str, proposal_id: str) -> tuple[int, dict]:
+        return await self._proposal_call(f"/proposals/{proposal_id}/status", {"token": token})
 
     async def healthy(self, timeout: float) -> bool:
         try:

@@ -49,6 +49,8 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
      "never the control plane's or the gateway's own endpoints"),
     ("roster_outcome_flush_ms", int, 5,
      "Milliseconds an outcome report waits for others to share its POST /outcomes (0: send at once)"),
+    ("roster_proposals_host", str, "proposals.roster.invalid",
+     "Reserved name the gateway answers itself for proposals (never dialled; must end in .invalid)"),
     ("roster_outcome_batch_max", int, 100, "Most outcomes in one POST /outcomes (the control plane allows "
      "ROSTER_OUTCOME_BATCH_MAX)"),
 )
@@ -78,6 +80,7 @@ class GatewayConfig:
     max_headers: int = 200
     max_header_bytes: int = 16 * 1024
     sentinel_refresh_seconds: float = 5.0
+    proposals_host: str = "proposals.roster.invalid"
 
 
 def read_token_file(path: str) -> str:
@@ -112,6 +115,14 @@ def _listen_ports(opts) -> set[int]:
         if port.isdigit():
             ports.add(int(port))
     return ports
+
+
+def _proposals_host(name: str) -> str:
+    # RFC 6761: .invalid never resolves, so the reserved name can never be a real upstream.
+    name = name.strip().lower()
+    if not name.endswith(".invalid") or not name.removesuffix(".invalid"):
+        raise exceptions.OptionsError("roster_proposals_host must be a name under .invalid")
+    return name
 
 
 def build_config(opts) -> GatewayConfig:
@@ -157,6 +168,7 @@ def build_config(opts) -> GatewayConfig:
         max_headers=int(opts.roster_max_headers),
         max_header_bytes=int(opts.roster_max_header_bytes),
         sentinel_refresh_seconds=max(0, opts.roster_sentinel_refresh_ms) / 1000,
+        proposals_host=_proposals_host(opts.roster_proposals_host),
     )
 
 

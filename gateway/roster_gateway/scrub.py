@@ -148,6 +148,11 @@ class Scrubber:
     def __bool__(self) -> bool:
         return self._pattern is not None
 
+    @property
+    def longest_form(self) -> int:
+        """Bytes in the longest form looked for: a stream scrubber holds back one less than this."""
+        return max(map(len, self._swaps), default=0)
+
     def scrub(self, data: bytes) -> tuple[bytes, int]:
         """`data` with every form replaced, and how many replacements were made."""
         if self._pattern is None or not data:
@@ -168,7 +173,7 @@ class Scrubber:
             if self._hidden.search(text):
                 raise Unscrubbable("an escaped or re-encoded echo of a secret")
 
-    def _scrub_fields(self, fields: tuple[tuple[bytes, bytes], ...]) -> tuple[tuple, int]:
+    def scrub_fields(self, fields: tuple[tuple[bytes, bytes], ...]) -> tuple[tuple, int]:
         out, total = [], 0
         for name, value in fields:
             new_name, a = self.scrub(name)
@@ -197,14 +202,14 @@ class Scrubber:
             if count:
                 response.set_content(new_body)
                 total += count
-        fields, count = self._scrub_fields(response.headers.fields)
+        fields, count = self.scrub_fields(response.headers.fields)
         for _name, value in fields:
             self.check_readings(value)
         if count:
             response.headers.fields = fields
             total += count
         if response.trailers is not None:
-            fields, count = self._scrub_fields(response.trailers.fields)
+            fields, count = self.scrub_fields(response.trailers.fields)
             if count:
                 response.trailers.fields = fields
                 total += count

@@ -18,7 +18,10 @@ from roster_gateway.outcomes import OutcomeReporter
 from roster_gateway.reasons import deny_status
 from roster_gateway.responses import deny_flow
 from roster_gateway.sentinels import SentinelList
+from roster_gateway.usage import Usage
 from roster_gateway.wire import Decision
+
+NOT_FORWARDED = Usage(known=True, problem="not forwarded").as_wire()
 
 
 class ConnState:
@@ -86,17 +89,18 @@ class Steps:
     def settle_unused(self, decision: Decision, status: int = 0, error: str = "not forwarded") -> None:
         """An allow whose request is not forwarded after all: release its reservation."""
         if decision.verdict == "allow" and decision.decision_id:
-            self.report(decision.decision_id, status, 0, 0, error)
+            # Nothing was sent, so nothing was used: a model call's reservation is released whole.
+            self.report(decision.decision_id, status, 0, 0, error, usage=NOT_FORWARDED)
 
     def report(self, decision_id: str, status: int, req_bytes: int, resp_bytes: int, error: str,
-               scrubbed: int = 0) -> None:
+               scrubbed: int = 0, usage: dict | None = None) -> None:
         # Queued and sent in batches in the background: neither the box's response nor the run's next
         # decision waits for the ledger (taint was raised by the decision). A scrubbed count above 0 is
         # audited by the control plane as a tripwire (the upstream echoed the injected secret).
-        self.outcomes.report(decision_id, status, req_bytes, resp_bytes, error, scrubbed)
+        self.outcomes.report(decision_id, status, req_bytes, resp_bytes, error, scrubbed, usage)
 
 
 def deny_decision(flow: http.HTTPFlow, decision: Decision) -> None:
     """The box's answer to a control-plane deny: its reason, with the status the reason stands for."""
     deny_flow(flow, deny_status(decision), decision.reason or "policy_error", decision.message,
-              decision_id=decision.decision_id, budget=decision.budget)
+              decision_id=decision.decision_id, budget=decision.budget, comment=decision.comment)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mitmproxy import http
 
-from roster_gateway import shapes
+from roster_gateway import proposals, shapes
 from roster_gateway.client import ControlPlaneDown
 from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
 from roster_gateway.responses import deny_flow
@@ -28,6 +28,8 @@ async def judge_connect(steps: Steps, flow: http.HTTPFlow, state: ConnState) -> 
         return
     state.token = token
     state.connect_target = (host, request.port)
+    if proposals.is_reserved(steps.config, host):
+        return  # intercepted; the gateway answers the requests inside itself (roster_gateway.proposals)
     payload = decide_payload(request, token=token, scheme="tunnel", mcp=(),
                              preview_bytes=steps.config.body_preview_bytes)
     try:

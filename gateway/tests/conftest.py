@@ -43,6 +43,9 @@ class FakeControlPlane:
     trace_status: int = 200
     calls: list[tuple[str, dict]] = field(default_factory=list)
     sentinels: list[str] = field(default_factory=list)
+    # What /proposals and /proposals/{id}/status answer: the box's status and JSON body.
+    proposal_answer: dict = field(default_factory=lambda: {"status": 201, "body": {"id": "p1",
+                                                                                 "status": "pending"}})
 
     def paths(self) -> list[str]:
         return [p for p, _ in self.calls]
@@ -75,6 +78,8 @@ class FakeControlPlane:
             return 200, answer
         if path.endswith("/outcomes"):
             return 200, {"results": ["ok"] * len(body["outcomes"])}
+        if "/proposals" in path:
+            return 200, self.proposal_answer
         if path.endswith("/trace"):
             return self.trace_status, {"ok": self.trace_status == 200}
         return 200, {"ok": True}

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from roster_gateway import model_flow
 from roster_gateway.facts import decide_payload
 from roster_gateway.mcp import mcp_calls
 from roster_gateway.sentinels import SentinelFinder
@@ -26,7 +27,7 @@ WAITS = sorted(n for n, f in FIXTURES.items() if f["endpoint"].endswith("/wait")
 
 
 def test_fixtures_are_present():
-    assert len(DECIDE) >= 10 and len(WAITS) == 4, f"tests/contract/ fixtures missing: {sorted(FIXTURES)}"
+    assert len(DECIDE) >= 10 and len(WAITS) == 5, f"tests/contract/ fixtures missing: {sorted(FIXTURES)}"
 
 
 def _flow_like(request: dict):
@@ -50,7 +51,9 @@ def test_gateway_builds_the_fixture_decide_request(name):
     found = SentinelFinder([SENTINEL]).found_in_request(flow.request, 1 << 20)
     payload = decide_payload(flow.request, token=expected["token"], scheme=expected["scheme"], mcp=mcp,
                              preview_bytes=4096, sentinels=found)
+    model_flow.note_request(flow, body, payload)
     assert set(payload) == set(expected)
+    assert payload.get("model_call") == expected.get("model_call")
     keys = ["token", "method", "scheme", "host", "port", "path", "mcp", "body_size", "body_sha256",
             "body_preview"]
     for key in keys:
@@ -134,6 +137,11 @@ async def test_outcome_trace_and_abandon_requests_match_the_fixtures(gw, cp):
     await asyncio.sleep(0.05)
     queued = cp.bodies("/outcomes")[-1]["outcomes"][0]
     assert set(queued) == set(scrubbed) and queued["scrubbed"] == scrubbed["scrubbed"] > 0
+    metered = FIXTURES["outcome_usage"]["request"]
+    gw.steps.report("dc_u", 200, 10, 2048, "", 0, metered["usage"])
+    await asyncio.sleep(0.05)
+    queued = cp.bodies("/outcomes")[-1]["outcomes"][0]
+    assert set(queued) == set(metered) and set(queued["usage"]) == set(metered["usage"])
     assert set(sent["trace"]) == set(FIXTURES["trace"]["request"])
     assert sent["abandon"] == (FIXTURES["abandon"]["request"] or {})
 
@@ -142,3 +150,24 @@ def test_tripwire_fixture_is_a_tripwire_deny_without_secrets():
     answer = FIXTURES["decide_deny_tripwire"]["response"]
     decision = parse_decision(answer)
     assert decision.reason == "tripwire" and not decision.inject and not decision.replace
+
+
+def test_refusal_comment_is_parsed_and_optional():
+    answer = parse_wait(FIXTURES["wait_refused_comment"]["response"])
+    assert answer.decision.comment == "not during the release freeze"
+    older = dict(FIXTURES["wait_refused"]["response"])
+    older.pop("comment")  # a control plane from before comments existed
+    assert parse_wait(older).decision.comment is None
+
+
+async def test_held_request_refused_with_a_comment_returns_it_to_the_box(gw, cp):
+    cp.decide = FIXTURES["decide_ask"]["response"]
+    cp.waits = [FIXTURES["wait_refused_comment"]["response"]]
+    flow = make_flow(host="93.184.216.34", token="rt_fixture")
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    body = json.loads(flow.response.content)
+    assert flow.response.status_code == 403
+    assert body["reason"] == "approval_refused"
+    assert body["comment"] == "not during the release freeze"
+    assert body["message"].endswith(": not during the release freeze")

@@ -1,0 +1,49 @@
+"""The SHA-256 of the gateway's service token, read when a call is authenticated rather than once at import.
+
+`make up` mints the token (scripts/gateway-up.sh writes var/gateway/service.token and its hash file); a
+process that started before the hash existed, or before the token was replaced, must see the current hash
+without a restart, or the decision API answers the gateway's own token with 401 and every egress is
+refused. The file is re-read only when its mtime, size or inode changes, so the hot path costs one stat.
+An environment value (ROSTER_GATEWAY_TOKEN_SHA256) wins over the file. Anything that is not a SHA-256 in
+hex is no hash at all: every call is refused."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+from django.conf import settings
+
+_HEX_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_lock = threading.Lock()
+_cached: tuple[tuple[str, int, int, int], str] | None = None
+
+
+def _valid(value: str) -> str:
+    value = value.strip().lower()
+    return value if _HEX_SHA256.match(value) else ""
+
+
+def gateway_token_sha256() -> str:
+    """The configured hash, or "" (refuse every call) when none is configured or it is unreadable."""
+    global _cached
+    configured = getattr(settings, "ROSTER_GATEWAY_TOKEN_SHA256", "") or ""
+    if configured:
+        return _valid(configured)
+    path = Path(settings.ROSTER_GATEWAY_TOKEN_SHA256_FILE)
+    try:
+        st = path.stat()
+    except OSError:
+        return ""
+    key = (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
+    cached = _cached
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    try:
+        value = _valid(path.read_text())
+    except (OSError, UnicodeDecodeError):
+        return ""
+    with _lock:
+        _cached = (key, value)
+    return value

@@ -1,0 +1,150 @@
+"""What an approver sees of a proposal, by kind: the e-mail as it will be sent, the webhook's body, the
+commits and diff summary of a push, the identity change as a diff. Everything from the box is shown as
+inert text with hidden characters made visible (controlplane.vault.masking.visible); sentinels masked."""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import json
+import re
+
+from controlplane.core.taint import DataClass
+from controlplane.proposals.models import Proposal
+from controlplane.vault.masking import known_sentinels, mask_text, visible
+from controlplane.vault.redact import url_for_record
+
+MAX_SHOWN = 20_000  # characters of any one text shown in full; the rest is cut with a note
+_SUBJECT = re.compile(r"^Subject: (?:\[PATCH[^\]]*\] )?(.*)$", re.MULTILINE)
+_FROM_SHA = re.compile(r"^From ([0-9a-f]{40}) ", re.MULTILINE)
+
+
+def _shown(text: str, sentinels: dict) -> str:
+    text = mask_text(str(text), sentinels)
+    return (
+        text
+        if len(text) <= MAX_SHOWN
+        else text[:MAX_SHOWN] + f"\n… ({len(text) - MAX_SHOWN} more characters)"
+    )
+
+
+def headline(proposal: Proposal) -> str:
+    payload = proposal.payload or {}
+    if proposal.kind == Proposal.Kind.EMAIL:
+        return visible(f"mail to {', '.join(payload.get('to', []))}: {payload.get('subject', '')}")[:200]
+    if proposal.kind == Proposal.Kind.WEBHOOK:
+        return f"post {len(json.dumps(payload))} bytes of JSON"
+    if proposal.kind == Proposal.Kind.GIT_PUSH:
+        return visible(f"push to {payload.get('branch', '')} on {payload.get('base_commit', '')[:12]}")
+    return "change the worker's identity"
+
+
+def _email(proposal: Proposal, sentinels: dict) -> dict:
+    payload, dest = proposal.payload, proposal.destination
+    attachments = [
+        {
+            "filename": visible(a["filename"]),
+            "content_type": a["content_type"],
+            "size": len(base64.b64decode(a["content_b64"])),
+        }
+        for a in payload.get("attachments") or []
+    ]
+    headers = [
+        ("From", dest.from_address if dest else ""),
+        ("To", ", ".join(payload["to"])),
+        ("Subject", payload["subject"]),
+        ("Message-ID", f"<{proposal.idempotency_key}@roster.invalid>"),
+    ]
+    return {
+        "headers": [(name, _shown(value, sentinels)) for name, value in headers],
+        "body": _shown(payload["body"], sentinels),
+        "attachments": attachments,
+        "relay": f"{dest.smtp_host}:{dest.smtp_port}" if dest else "",
+    }
+
+
+def _webhook(proposal: Proposal, sentinels: dict) -> dict:
+    dest = proposal.destination
+    header_names = sorted(
+        {*(dest.headers or {}), "Content-Type", "Idempotency-Key"}
+        | ({dest.secret_header} if dest and dest.secret_header else set())
+    )
+    return {
+        "method": dest.method if dest else "",
+        "url": url_for_record(dest.url) if dest else "",
+        "header_names": header_names,
+        "body": _shown(
+            json.dumps(proposal.payload, indent=2, ensure_ascii=False, sort_keys=True),
+            sentinels,
+        ),
+    }
+
+
+def diff_summary(patch: str) -> list[dict]:
+    """Per file: lines added and removed, read from a format-patch text."""
+    files: list[dict] = []
+    current = None
+    for line in patch.splitlines():
+        if line == "-- ":  # format-patch's signature separator: the end of this patch's diff
+            current = None
+        elif line.startswith("diff --git "):
+            parts = line.split(" b/", 1)
+            current = {"file": visible(parts[1] if len(parts) == 2 else line[11:]), "added": 0, "removed": 0}
+            files.append(current)
+        elif current is not None and line.startswith("+") and not line.startswith("+++"):
+            current["added"] += 1
+        elif current is not None and line.startswith("-") and not line.startswith("---"):
+            current["removed"] += 1
+    return files
+
+
+def _bundle_refs(bundle_b64: str) -> list[str]:
+    header = base64.b64decode(bundle_b64)[: 64 * 1024].split(b"\n\n", 1)[0]
+    return [visible(line.decode("utf-8", "replace")) for line in header.splitlines()[1:]][:50]
+
+
+def _git(proposal: Proposal, sentinels: dict) -> dict:
+    payload, dest = proposal.payload, proposal.destination
+    shown = {
+        "remote": url_for_record(dest.url) if dest else "",
+        "branch": payload["branch"],
+        "base_commit": payload["base_commit"],
+    }
+    if payload.get("patch") is not None:
+        patch = payload["patch"]
+        shown["commits"] = [
+            {"sha": sha, "subject": _shown(subject, sentinels)}
+            for sha, subject in zip(_FROM_SHA.findall(patch), _SUBJECT.findall(patch), strict=False)
+        ]
+        shown["files"] = diff_summary(patch)
+        shown["patch"] = _shown(patch, sentinels)
+    else:
+        shown["bundle_refs"] = _bundle_refs(payload["bundle_b64"])
+        shown["bundle_size"] = len(base64.b64decode(payload["bundle_b64"]))
+    return shown
+
+
+def _identity(proposal: Proposal, sentinels: dict) -> dict:
+    before = proposal.worker.identity or ""
+    after = proposal.payload["identity"]
+    diff = difflib.unified_diff(
+        before.splitlines(), after.splitlines(), "identity (now)", "identity (proposed)", lineterm=""
+    )
+    return {"diff": _shown("\n".join(diff) or "(no change)", sentinels)}
+
+
+def preview(proposal: Proposal, sentinels: dict | None = None) -> dict:
+    sentinels = known_sentinels() if sentinels is None else sentinels
+    build = {"email": _email, "webhook": _webhook, "git_push": _git, "identity_edit": _identity}[
+        proposal.kind
+    ]
+    return {
+        "kind": proposal.kind,
+        "headline": headline(proposal),
+        "taint": DataClass(proposal.taint).label,
+        "untrusted": proposal.untrusted,
+        "seen": proposal.seen[:10],
+        "seen_count": len(proposal.seen),
+        "rationale": _shown(proposal.rationale, sentinels),
+        **build(proposal, sentinels),
+    }

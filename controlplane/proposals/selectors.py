@@ -1,0 +1,64 @@
+"""Reads for the approval queue: pending proposals with their previews, and the recently settled."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from controlplane.proposals import previews
+from controlplane.proposals.models import Proposal
+from controlplane.vault.masking import known_sentinels
+
+
+def _card(proposal: Proposal, sentinels: dict, now) -> dict:
+    return {
+        "id": str(proposal.pk),
+        "status": proposal.status,
+        "kind": proposal.kind,
+        "worker": proposal.worker.name,
+        "run_id": proposal.run_id,
+        "destination": proposal.destination.name if proposal.destination_id else "",
+        "expires_at": proposal.expires_at,
+        "seconds_left": max(0, int((proposal.expires_at - now).total_seconds())),
+        "decided_by": proposal.decided_by.get_username() if proposal.decided_by_id else "",
+        "rule": proposal.trust_rule.name if proposal.trust_rule_id else "",
+        "channel": proposal.channel,
+        "reason": proposal.reason,
+        "outcome": (proposal.result or {}).get("summary", ""),
+        "preview": previews.preview(proposal, sentinels),
+    }
+
+
+def pending_proposal_cards(now=None) -> list[dict]:
+    now = now or timezone.now()
+    sentinels = known_sentinels()
+    qs = (
+        Proposal.objects.filter(status=Proposal.Status.PENDING, expires_at__gt=now)
+        .select_related("worker", "destination", "decided_by", "trust_rule")
+        .order_by("created_at")
+    )
+    return [_card(p, sentinels, now) for p in qs[:100]]
+
+
+def recent_proposal_cards(limit: int, now=None) -> list[dict]:
+    now = now or timezone.now()
+    qs = (
+        Proposal.objects.exclude(status=Proposal.Status.PENDING)
+        .select_related("worker", "destination", "decided_by", "trust_rule")
+        .order_by("-created_at")
+    )
+    return [
+        {
+            "id": str(p.pk),
+            "kind": p.kind,
+            "worker": p.worker.name,
+            "run_id": p.run_id,
+            "destination": p.destination.name if p.destination_id else "",
+            "status": p.status,
+            "decided_by": p.decided_by.get_username() if p.decided_by_id else "",
+            "rule": p.trust_rule.name if p.trust_rule_id else "",
+            "channel": p.channel,
+            "outcome": (p.result or {}).get("summary", ""),
+            "headline": previews.headline(p),
+        }
+        for p in qs[:limit]
+    ]

@@ -1,0 +1,187 @@
+"""Readiness checks for the one-machine stack (scripts/up.sh): each one authenticates where the real caller
+does and checks the answer, not just that a port is open. Standard library only.
+
+    stack_check.py decision-api|gateway|web|canary [--wait SECONDS]
+
+Prints one line, `ok: ...` or `FAILED: what is wrong and where to look`, and exits 0 or 1. `canary` sends
+one request through the gateway on the box bridge's address, as a box would, and wants a legible decision
+from the control plane (a 407 bad_token deny: the canary has no run token); a 503 means the gateway could
+not get a decision."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+VAR = REPO / "var"
+DECISION_PORT = int(os.environ.get("ROSTER_DECISION_API_PORT", "8002"))
+WEB_PORT = int(os.environ.get("ROSTER_WEB_PORT", "8000"))
+GATEWAY_PORT = int(os.environ.get("ROSTER_GATEWAY_PORT", "8080"))
+HEALTH_PORT = int(os.environ.get("ROSTER_GATEWAY_HEALTH_PORT", "8081"))
+BRIDGE = os.environ.get("ROSTER_BOX_BRIDGE", "roster-br0")
+TIMEOUT = 5.0
+
+
+class Failed(Exception):
+    """What is wrong, in words an operator can act on."""
+
+
+def _get(
+    host: str, port: int, path: str, headers: dict[str, str] | None = None, proxy_target: str | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection(host, port, timeout=TIMEOUT)
+    try:
+        conn.request("GET", proxy_target or path, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read(65536)
+    except OSError as exc:
+        raise Failed(f"nothing answers on {host}:{port} ({exc.__class__.__name__}: {exc})") from exc
+    finally:
+        conn.close()
+
+
+def _json(body: bytes) -> dict:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def service_token() -> str:
+    path = VAR / "gateway" / "service.token"
+    try:
+        return path.read_text().strip()
+    except OSError as exc:
+        raise Failed(
+            f"the gateway's service token {path} is unreadable (scripts/gateway-up.sh mints it)"
+        ) from exc
+
+
+def check_decision_api() -> str:
+    status, _, body = _get(
+        "127.0.0.1", DECISION_PORT, "/api/gateway/health", {"Authorization": f"Bearer {service_token()}"}
+    )
+    if status == 401:
+        raise Failed(
+            "the decision API refuses the gateway's own service token (401): it does not have the "
+            "token's hash var/gateway-token.sha256; see var/log/decision-api.log"
+        )
+    if status != 200 or _json(body).get("ok") is not True:
+        raise Failed(
+            f"the decision API's health answered {status} {body[:200]!r}; see var/log/decision-api.log"
+        )
+    return f"decision API answers the gateway's token on 127.0.0.1:{DECISION_PORT}"
+
+
+def check_gateway() -> str:
+    status, _, body = _get("127.0.0.1", HEALTH_PORT, "/healthz")
+    doc = _json(body)
+    if doc.get("control_plane") is not True:
+        raise Failed(
+            f"the gateway cannot get answers from the control plane (health {status}: "
+            f"{body[:200].decode(errors='replace')}); see var/log/gateway.log and var/log/decision-api.log"
+        )
+    listed = doc.get("private_upstreams") or []
+    return "gateway healthy, control plane reachable" + (
+        f"; private upstreams: {', '.join(listed)}" if listed else ""
+    )
+
+
+def check_web() -> str:
+    status, _, _ = _get("127.0.0.1", WEB_PORT, "/accounts/login/")
+    if status != 200:
+        raise Failed(f"the web server's login page answered {status}; see var/log/web.log")
+    status, headers, _ = _get("127.0.0.1", WEB_PORT, "/static/admin/css/base.css")
+    if status != 200 or not headers.get("content-type", "").startswith("text/css"):
+        raise Failed(
+            f"the admin's stylesheet /static/admin/css/base.css answered {status}: static files are not "
+            "served (collectstatic into var/static, WhiteNoise); see var/log/web.log"
+        )
+    return f"web and admin on http://127.0.0.1:{WEB_PORT}/ (styles served)"
+
+
+def bridge_address() -> str:
+    try:
+        out = subprocess.run(
+            ["ip", "-4", "-o", "addr", "show", "dev", BRIDGE],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        ).stdout
+    except OSError:
+        out = ""
+    for line in out.splitlines():
+        parts = line.split()
+        if "inet" in parts:
+            return parts[parts.index("inet") + 1].split("/")[0]
+    raise Failed(f"the box bridge {BRIDGE} has no IPv4 address (scripts/network-lockdown.sh creates it)")
+
+
+def check_canary() -> str:
+    address = bridge_address()
+    status, headers, body = _get(address, GATEWAY_PORT, "", proxy_target="http://roster-canary.invalid/")
+    doc = _json(body)
+    if status == 407 and doc.get("verdict") == "deny" and doc.get("reason") == "bad_token":
+        return (
+            f"canary: a request through the gateway on {address}:{GATEWAY_PORT} got the control plane's "
+            "decision (407 bad_token: it carried no run token)"
+        )
+    reason = doc.get("reason") or body[:200].decode(errors="replace")
+    hint = (
+        "the gateway could not get a decision from the control plane"
+        if status == 503
+        else "the answer is not the control plane's decision"
+    )
+    raise Failed(
+        f"canary through the gateway on {address}:{GATEWAY_PORT} answered {status} ({reason}): {hint}; "
+        "see var/log/gateway.log and var/log/decision-api.log"
+    )
+
+
+CHECKS = {
+    "decision-api": check_decision_api,
+    "gateway": check_gateway,
+    "web": check_web,
+    "canary": check_canary,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("check", choices=sorted(CHECKS))
+    parser.add_argument("--wait", type=float, default=0, help="keep trying this many seconds")
+    parser.add_argument("--pidfile", type=Path, help="stop waiting once this process has exited")
+    args = parser.parse_args(argv)
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            print(f"ok: {CHECKS[args.check]()}")
+            return 0
+        except Failed as exc:
+            if time.monotonic() >= deadline or (args.pidfile and not _alive(args.pidfile)):
+                print(f"FAILED: {exc}")
+                return 1
+        time.sleep(0.25)
+
+
+def _alive(pidfile: Path) -> bool:
+    try:
+        os.kill(int(pidfile.read_text().strip()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main())
