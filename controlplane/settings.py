@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "controlplane.dispatch",
     "controlplane.proposals",
     "controlplane.web",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -80,7 +81,23 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes, controlplane/web/login_throttle.py): after this many failures the
+# pair (username, client address) is locked out for the cool-off. Audited as `login_lockout`.
+AUTHENTICATION_BACKENDS = [
+    "controlplane.web.login_throttle.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = _env_int("ROSTER_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = _env_int("ROSTER_LOGIN_COOLOFF_MINUTES", 15) / 60  # hours, as axes takes it
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+
 
 ROOT_URLCONF = "controlplane.urls"
 ASGI_APPLICATION = "controlplane.asgi.application"

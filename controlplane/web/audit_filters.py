@@ -11,7 +11,7 @@ from controlplane.audit.models import AuditRecord
 from controlplane.core.ids import MAX_DB_ID
 
 KINDS = ["decision", "tripwire", "approval", "spend", "credential_use", "grant_change", "run_state",
-         "trace", "secret_change", "proposal"]
+         "trace", "secret_change", "proposal", "login_lockout", "cap_change", "dry_run"]
 # The format <input type="datetime-local"> shows; Django's default (with a space) would show blank.
 LOCAL_INPUT = "%Y-%m-%dT%H:%M"
 VERDICTS = ["allow", "deny", "ask", "approved", "refused", "expired"]
