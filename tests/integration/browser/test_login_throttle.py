@@ -12,7 +12,10 @@ from tests.integration.browser.conftest import LOGIN_PASSWORD
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 
-def _fail(page, base_url: str, username: str, password: str = "not-the-password") -> None:
+WRONG = "not-the-password"  # noqa: S105 - a test's deliberately wrong password
+
+
+def _fail(page, base_url: str, username: str, password: str = WRONG) -> None:
     page.goto(base_url + "/accounts/login/")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)
