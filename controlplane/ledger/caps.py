@@ -1,5 +1,5 @@
-"""Changing caps and model prices (admin only). Each change is audited as a configuration change in its
-transaction, like a grant's."""
+"""Changing caps and model prices (admin only). Each change is audited in its transaction: a cap change
+as its own kind (`cap_change`, old and new value), a price change as a configuration change."""
 
 from __future__ import annotations
 
@@ -15,11 +15,19 @@ def _describe(cap: Cap) -> dict:
 
 
 def cap_save(cap: Cap, user) -> Cap:
+    """Create or change a cap; audited as `cap_change` with the old and the new value (old is null for
+    a new cap). The old value is read under a row lock so two admins' changes record a true sequence."""
     with transaction.atomic():
         created = cap.pk is None
+        before = None
+        if not created:
+            stored = Cap.objects.select_for_update().select_related("worker").filter(pk=cap.pk).first()
+            before = _describe(stored) if stored is not None else None
         cap.save()
-        audit_append("grant_change", {**_describe(cap), "event": "created" if created else "changed",
-                                      "by": getattr(user, "username", "")},
+        after = _describe(cap)
+        audit_append("cap_change", {"object": "cap", "scope": after["scope"],
+                                    "event": "created" if created else "changed",
+                                    "old": before, "new": after, "by": getattr(user, "username", "")},
                      worker=cap.worker.name if cap.worker_id else None)
     return cap
 
@@ -28,7 +36,8 @@ def cap_delete(cap: Cap, user) -> None:
     with transaction.atomic():
         described = _describe(cap)
         cap.delete()
-        audit_append("grant_change", {**described, "event": "deleted", "by": getattr(user, "username", "")},
+        audit_append("cap_change", {"object": "cap", "scope": described["scope"], "event": "deleted",
+                                    "old": described, "new": None, "by": getattr(user, "username", "")},
                      worker=described["scope"].removeprefix("worker:") if cap.worker_id else None)
 
 

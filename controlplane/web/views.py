@@ -23,12 +23,14 @@ ASSETS = {"roster.css": "text/css", "queue.js": "text/javascript"}
 
 
 def _cap_statuses() -> list:
+    from controlplane.ledger.models import Unit
     rows = []
     for cap in cap_statuses():
         limit = int(cap.limit)
         spent = int(cap.spent)
         pct = 100 if limit <= 0 else min(100, spent * 100 // limit)
-        rows.append({"scope": cap.scope, "unit": getattr(cap.unit, "value", cap.unit),
+        unit = getattr(cap.unit, "value", cap.unit)
+        rows.append({"scope": cap.scope, "unit": unit, "unit_label": Unit(unit).label.lower(),
                      "window": getattr(cap.window, "value", cap.window), "limit": limit, "spent": spent,
                      "percent": pct, "over": spent >= limit, "high": limit * 8 // 10})
     return rows
