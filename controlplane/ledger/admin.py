@@ -10,7 +10,6 @@ from controlplane.core.admin import ReadOnlyAdmin
 from controlplane.ledger import caps
 from controlplane.ledger.models import Cap, ModelCallReservation, ModelPrice, SpendLine
 
-
 UNIT_HELP = ("Counted in the cap's unit: requests (one per allowed request), bytes (request and response "
              "bytes), micro-currency (1,000,000 = one unit of currency) or model tokens.")
 
