@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 # no fixed form to hold back for, so the stream is cut as soon as such a reading shows a real value. A
 # secret escaped with more than this much padding in total is beyond what a stream re-reads.
 REREAD_BYTES = 8 * 1024
+_ESCAPE_MARKS = (b"\\", b"&", b"%")  # JSON, HTML and percent escapes begin with these
 
 
 class StreamScrubber:
@@ -61,10 +62,13 @@ class StreamScrubber:
         self._sent_tail = (self._sent_tail + out)[-REREAD_BYTES:]
         return out
 
-
     def _held_tail(self, data: bytes) -> int:
         """How many bytes at the end of `data` could be the start of a form still arriving. Whatever ends
-        earlier is either a whole form (already replaced) or no form at all."""
+        earlier is either a whole form (already replaced) or no form at all. Near an escape character an
+        echo may be escaped character by character (no fixed form): the whole window is held then."""
+        window = data[-self._hold:] if self._hold else b""
+        if any(mark in window for mark in _ESCAPE_MARKS):
+            return len(window)
         for size in range(min(self._hold, len(data)), 0, -1):
             if data[-size:] in self._beginnings:
                 return size

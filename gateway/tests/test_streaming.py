@@ -58,6 +58,14 @@ def test_only_a_possible_beginning_of_a_form_is_held_back():
     assert len(REAL) < scrubber.longest_form
 
 
+def test_near_an_escape_the_whole_window_is_held():
+    scrubber = _scrubber()
+    stream = StreamScrubber(scrubber)
+    data = b"data: " + b"y" * 200 + b'\\u0072'
+    out = stream.feed(data)
+    assert out == data[:len(data) - (scrubber.longest_form - 1)]
+
+
 def test_without_a_secret_nothing_is_held():
     stream = ResponseStream(None, None)
     assert stream(b"data: 1\n\n") == [b"data: 1\n\n"] and stream(b"") == []
