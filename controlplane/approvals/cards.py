@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from controlplane.approvals.models import Approval
@@ -25,6 +26,7 @@ class ApprovalCard:
     method: str
     url: str
     headers: list[tuple[str, str]]
+    bound_headers: frozenset[str]  # names bound to an approval (a replay must carry the same values)
     body_preview: str
     body_size: int | None
     body_sha256: str
@@ -36,6 +38,11 @@ class ApprovalCard:
     seconds_left: int
     decided_by: str = ""
     channel: str = ""
+    comment: str = ""
+    # The gateway stopped holding the request: an approval now only lets an identical retry through.
+    abandoned: bool = False
+    # The run is over: nothing could use an approval, so it cannot be given.
+    run_ended: bool = False
 
 
 def _card(approval: Approval, sentinels: dict[str, str], now: datetime) -> ApprovalCard:
@@ -43,12 +50,14 @@ def _card(approval: Approval, sentinels: dict[str, str], now: datetime) -> Appro
     run = approval.run
     return ApprovalCard(
         id=str(approval.id),
-        status=approval.status,
+        status=(Approval.Status.EXPIRED if approval.status == Approval.Status.PENDING
+                and approval.expires_at <= now else approval.status),
         worker=run.worker.name,
         run_id=run.pk,
         method=visible(str(req.get("method", ""))),
         url=mask_text(str(req.get("url", "")), sentinels),
         headers=mask_headers(req.get("headers") or [], sentinels),
+        bound_headers=frozenset(str(n) for n in req.get("bound_headers") or ()),
         body_preview=mask_text(str(req.get("body_preview", "")), sentinels),
         body_size=req.get("body_size"),
         body_sha256=str(req.get("body_sha256", "")),
@@ -60,6 +69,9 @@ def _card(approval: Approval, sentinels: dict[str, str], now: datetime) -> Appro
         seconds_left=max(0, int((approval.expires_at - now).total_seconds())),
         decided_by=approval.decided_by.get_username() if approval.decided_by_id else "",
         channel=approval.channel,
+        comment=mask_text(approval.comment, sentinels),
+        abandoned=approval.abandoned_at is not None,
+        run_ended=not run.is_live,
     )
 
 
@@ -75,8 +87,11 @@ def pending_approval_cards(now: datetime | None = None) -> list[ApprovalCard]:
 def recent_decided_cards(limit: int, now: datetime | None = None) -> list[ApprovalCard]:
     now = now or timezone.now()
     sentinels = known_sentinels()
-    qs = (Approval.objects.exclude(status=Approval.Status.PENDING)
-          .select_related("run__worker", "decided_by").order_by("-decided_at", "-created_at")[:limit])
+    # Expired ones stay here as expired (decided_at is empty for them: they end at their expiry), including
+    # pending ones past expiry that the sweep has not marked yet.
+    qs = (Approval.objects.exclude(status=Approval.Status.PENDING, expires_at__gt=now)
+          .annotate(ended_at=Coalesce("decided_at", "expires_at"))
+          .select_related("run__worker", "decided_by").order_by("-ended_at", "-created_at")[:limit])
     return [_card(a, sentinels, now) for a in qs]
 
 

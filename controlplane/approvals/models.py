@@ -35,6 +35,8 @@ class Approval(models.Model):
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
     decided_at = models.DateTimeField(null=True, blank=True)
     channel = models.CharField(max_length=8, choices=Channel.choices, blank=True)
+    # The approver's words with the decision: audited, and for a deny returned to the box in its 403.
+    comment = models.TextField(blank=True, default="")
     # An approval that arrives after the hold window lets the next identical request pass once until then.
     grace_until = models.DateTimeField(null=True, blank=True)
     # Set when the gateway stopped holding the request; only then does a later approval open a grace pass.

@@ -1,5 +1,5 @@
-"""Data classes (docs/grants.md, "Taint and untrusted"), ordered public < private < secret. Stored as small integers so that
-"never goes down" is a single max() in SQL."""
+"""Data classes (docs/grants.md, "Taint and untrusted"), ordered public < private < secret. Stored as
+small integers so that "never goes down" is a single max() in SQL."""
 
 from django.db import models
 
