@@ -1,5 +1,5 @@
-# The control plane image (web, celery worker, celery beat). Needs a registry for the base image;
-# on one machine without one, `make up` runs the same processes from the virtualenv instead.
+# The control plane image (web, decision API, celery worker, celery beat). BASE is the official Python
+# image; where no registry is reachable, deploy/local-images.sh builds a stand-in (roster-python:bookworm).
 ARG BASE=python:3.11-slim-bookworm
 FROM ${BASE}
 RUN useradd --create-home --uid 10001 roster
@@ -12,6 +12,8 @@ COPY controlplane ./controlplane
 COPY templates ./templates
 COPY manage.py ./
 RUN pip install --no-cache-dir .
+# ROSTER_VAR_DIR: the settings create it at import, as the unprivileged user.
+RUN install -d -o roster -g roster -m 700 /var/lib/roster
 # The admin's styles and scripts, collected once into the image; WhiteNoise serves them from the web
 # process (DEBUG off). The key below only lets settings load for collectstatic; it signs nothing.
 ENV ROSTER_STATIC_ROOT=/app/static

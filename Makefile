@@ -3,7 +3,7 @@ PY := .venv/bin/python
 GPY := gateway/.venv/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: deps up down test test-fast test-gateway lint bench migrate
+.PHONY: deps up down test test-fast test-gateway test-compose lint bench migrate demo
 
 deps:
 	scripts/bootstrap.sh
@@ -17,8 +17,12 @@ up: deps migrate
 down:
 	scripts/down.sh
 
+# The reference agent on real traffic (scripts/demo.sh). The default stack is machine-wide, hence the lock.
+demo: deps migrate
+	flock /tmp/roster-default-stack.lock scripts/demo.sh
+
 lint: deps
-	.venv/bin/ruff check controlplane tests workers gateway/roster_gateway gateway/tests scripts bench
+	.venv/bin/ruff check controlplane tests workers tools gateway/roster_gateway gateway/tests scripts bench
 	PYTHONPATH=.:gateway .venv/bin/lint-imports
 	$(PY) scripts/check_file_lengths.py
 	$(PY) scripts/check_dependencies_documented.py
@@ -31,10 +35,17 @@ test-fast: deps
 test-gateway: deps
 	cd gateway && .venv/bin/python -m pytest -q
 
+# compose.yaml and compose.box-host.yaml brought up for real with the compose tool (Docker; images built
+# locally, from debootstrap where no registry answers); removes every container, network and volume it made.
+test-compose: deps
+	$(PY) -m pytest -q -m compose tests/integration/compose
+
 test: deps lint
 	$(PY) -m pytest -q -m "not integration" -n 2
 	cd gateway && .venv/bin/python -m pytest -q
-	$(PY) -m pytest -q -m "integration"
+	$(PY) -m pytest -q -m "integration and not compose"
+	$(MAKE) --no-print-directory test-compose
+	DEMO_AUTO_APPROVE=1 $(MAKE) demo
 
 bench: deps migrate
 	$(PY) -m bench

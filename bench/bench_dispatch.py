@@ -44,7 +44,7 @@ def _bare_docker_run(network: str) -> float:
 
 
 def _roster_run(worker) -> float:
-    from controlplane.dispatch.services import run_start
+    from controlplane.dispatch.starting import run_start
     from controlplane.fleet.models import Run
 
     begun = time.time()

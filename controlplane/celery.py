@@ -6,4 +6,4 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
 app = Celery("controlplane")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["controlplane.dispatch", "controlplane.proposals"])
+app.autodiscover_tasks(["controlplane.dispatch", "controlplane.approvals", "controlplane.proposals"])

@@ -157,7 +157,7 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = os.environ.get("ROSTER_CELERY_EAGER", "0") == "1"
 CELERY_BEAT_SCHEDULE = {
-    "expire-approvals": {"task": "controlplane.dispatch.tasks.expire_approvals", "schedule": 5.0},
+    "expire-approvals": {"task": "controlplane.approvals.tasks.expire_approvals", "schedule": 5.0},
     "reap-runs": {"task": "controlplane.dispatch.tasks.reap_runs", "schedule": 15.0},
     "expire-proposals": {"task": "controlplane.proposals.tasks.expire_proposals", "schedule": 30.0},
 }
@@ -232,6 +232,9 @@ ROSTER_PREFLIGHT_TIMEOUT_SECONDS = _env_float("ROSTER_PREFLIGHT_TIMEOUT_SECONDS"
 ROSTER_RUN_START_GRACE_SECONDS = _env_int("ROSTER_RUN_START_GRACE_SECONDS", 120)
 # How long the reaper leaves an exited box to its watcher before finalising it itself.
 ROSTER_REAP_EXITED_GRACE_SECONDS = _env_int("ROSTER_REAP_EXITED_GRACE_SECONDS", 10)
+# A live run of another box host this long past its deadline is failed by any host's reaper (its own host
+# stopped reconciling: gone, or its worker down); ending it revokes its token at every gateway.
+ROSTER_REAP_OTHER_HOST_GRACE_SECONDS = _env_int("ROSTER_REAP_OTHER_HOST_GRACE_SECONDS", 300)
 # A queued run older than this is dispatched again (its message was lost); dispatch is idempotent.
 ROSTER_RUN_REQUEUE_SECONDS = _env_int("ROSTER_RUN_REQUEUE_SECONDS", 60)
 ROSTER_BOX_KILL_WAIT_SECONDS = _env_int("ROSTER_BOX_KILL_WAIT_SECONDS", 10)
@@ -265,6 +268,17 @@ ROSTER_GATEWAY_DB_THREADS = _env_int("ROSTER_GATEWAY_DB_THREADS", 1)
 ROSTER_DECISION_API_HOST = os.environ.get("ROSTER_DECISION_API_HOST", "127.0.0.1")
 ROSTER_DECISION_API_PORT = _env_int("ROSTER_DECISION_API_PORT", 8002)
 ROSTER_DECISION_API_KEEPALIVE_SECONDS = _env_int("ROSTER_DECISION_API_KEEPALIVE_SECONDS", 75)
+# The reference agent (workers/agent; `run start WORKER --agent TASK`): where its model is, passed to every
+# box as ROSTER_AGENT_* variables. Not secrets: the key stays in the vault and reaches the provider only
+# through a grant that injects it (the box holds the sentinel in ROSTER_AGENT_KEY_VARIABLE). To use a real
+# provider, change ROSTER_AGENT_BASE_URL (and ROSTER_AGENT_MODEL) and grant its host with key injection.
+ROSTER_AGENT_BASE_URL = os.environ.get("ROSTER_AGENT_BASE_URL", "https://api.openai.com/v1")
+ROSTER_AGENT_MODEL = os.environ.get("ROSTER_AGENT_MODEL", "gpt-4o-mini")
+ROSTER_AGENT_KEY_VARIABLE = os.environ.get("ROSTER_AGENT_KEY_VARIABLE", "OPENAI_API_KEY")
+ROSTER_AGENT_MAX_TURNS = _env_int("ROSTER_AGENT_MAX_TURNS", 12)
+ROSTER_AGENT_MAX_TOKENS = _env_int("ROSTER_AGENT_MAX_TOKENS", 20000)
+# MCP servers the agent may call, `name=url,name=url` (each still needs a grant naming its tools).
+ROSTER_AGENT_MCP_SERVERS = os.environ.get("ROSTER_AGENT_MCP_SERVERS", "")
 
 # --- Proposals: what a box asks the trusted side to do (docs/proposals.md) ---
 # The reserved name the gateway answers itself for proposals (".invalid" can never be a real host).

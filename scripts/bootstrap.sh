@@ -10,6 +10,10 @@ for pair in redis-server:redis-server dockerd:docker.io chromium:chromium deboot
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/usr/bin/$cmd" ] || need_apt+=("$pkg")
 done
+# make test-compose: the compose plugin where present, else Debian's docker-compose.
+if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then
+  need_apt+=(docker-compose)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "bootstrap: installing ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -4,19 +4,11 @@ checks the permission and writes the audit record."""
 from django.contrib import admin
 
 from controlplane.approvals.models import Approval
+from controlplane.core.admin import ReadOnlyAdmin
 
 
 @admin.register(Approval)
-class ApprovalAdmin(admin.ModelAdmin):
+class ApprovalAdmin(ReadOnlyAdmin):
     list_display = ["id", "run", "grant_slug", "status", "created_at", "expires_at", "decided_by", "channel"]
     list_filter = ["status", "channel"]
     search_fields = ["grant_slug", "request_digest"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -15,14 +15,10 @@ from controlplane.approvals import broadcast
 from controlplane.approvals.models import Approval
 from controlplane.audit.services import audit_append
 from controlplane.core.errors import RosterError
-from controlplane.vault.redact import MASK as RECORD_MASK
-from controlplane.vault.redact import text_for_record, url_for_record
+from controlplane.vault.redact import MASK, is_credential_name, text_for_record, url_for_record
 from controlplane.vault.services import sentinel_secret_ids
 
 DECIDE_PERMISSION = "approvals.decide_approval"
-MASK = RECORD_MASK
-# Header names whose values are credentials or session material: never shown to approvers.
-AUTH_LIKE_FRAGMENTS = ("auth", "cookie", "token", "secret", "key", "session", "password", "signature")
 
 
 class ApprovalClosed(RosterError):
@@ -34,11 +30,6 @@ def request_digest(method: str, url: str, body_sha256: str) -> str:
     return hashlib.sha256(f"{method.upper()}\n{url}\n{body_sha256.lower()}".encode()).hexdigest()
 
 
-def _is_auth_like(name: str) -> bool:
-    lowered = name.lower()
-    return any(fragment in lowered for fragment in AUTH_LIKE_FRAGMENTS)
-
-
 def request_snapshot(
     *, method: str, url: str, headers: list[tuple[str, str]], body_preview: str, body_sha256: str,
     body_size: int, sentinels: frozenset[str] = frozenset(),
@@ -47,7 +38,7 @@ def request_snapshot(
     a sentinel, `key=`/`token=`/`sig=`... query values). `sentinels` adds literals to the vault's own."""
     shown = []
     for name, value in headers:
-        if (_is_auth_like(name) or any(s and s in value for s in sentinels)
+        if (is_credential_name(name) or any(s and s in value for s in sentinels)
                 or sentinel_secret_ids([value])):  # also a sentinel inside Basic credentials
             value = MASK
         shown.append([name, value])

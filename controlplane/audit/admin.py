@@ -9,17 +9,7 @@ from django.utils import timezone
 
 from controlplane.audit.export import csv_rows
 from controlplane.audit.models import AuditRecord, ModelTrace
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+from controlplane.core.admin import ReadOnlyAdmin
 
 
 @admin.register(AuditRecord)

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import enum
 
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from controlplane.audit import chain
 from controlplane.audit.models import AuditRecord
+from controlplane.core.db import in_transaction
 
 KINDS = frozenset({
     "decision", "tripwire", "approval", "spend", "credential_use", "grant_change", "run_state", "trace",
-    "secret_change", "proposal",
+    "secret_change", "connection", "proposal",
 })
 # Column widths of the indexed copies (AuditRecord); checked here so SQLite and PostgreSQL agree.
 _MAX_WORKER, _MAX_VERDICT, _MAX_REASON = 64, 16, 32
@@ -102,7 +103,5 @@ def audit_append(kind: str, data: dict, *, run=None, worker=None, verdict: str =
     reason = _text(reason, "reason", _MAX_REASON)
     worker_name = _worker_name(worker, run)
     chain.canonical_json(data)  # fail before taking the lock if data can't be serialised
-    if connection.in_atomic_block:
-        return _append(kind, data, run, worker_name, verdict, reason)
-    with transaction.atomic():
+    with in_transaction():
         return _append(kind, data, run, worker_name, verdict, reason)

@@ -31,6 +31,28 @@ def proxy_url(network: BoxNetwork, token: str) -> str:
     return f"http://{PROXY_USER}:{quote(token, safe='')}@{network.gateway_ip}:{settings.ROSTER_GATEWAY_PORT}"
 
 
+AGENT_COMMAND = ("python3", "-m", "workers.agent")
+
+
+def agent_command(task: str, *, base_url: str = "", model: str = "") -> list[str]:
+    """The reference agent on `task`, with the model this control plane is set to use written into the
+    run's command, so the run record says which model it talked to."""
+    return [*AGENT_COMMAND, "--base-url", base_url or settings.ROSTER_AGENT_BASE_URL,
+            "--model", model or settings.ROSTER_AGENT_MODEL, "--", task]
+
+
+def agent_environment() -> dict[str, str]:
+    """Where the reference agent (workers/agent) finds its model: settings, never a secret."""
+    return {
+        "ROSTER_AGENT_BASE_URL": settings.ROSTER_AGENT_BASE_URL,
+        "ROSTER_AGENT_MODEL": settings.ROSTER_AGENT_MODEL,
+        "ROSTER_AGENT_KEY_VARIABLE": settings.ROSTER_AGENT_KEY_VARIABLE,
+        "ROSTER_AGENT_MAX_TURNS": str(settings.ROSTER_AGENT_MAX_TURNS),
+        "ROSTER_AGENT_MAX_TOKENS": str(settings.ROSTER_AGENT_MAX_TOKENS),
+        "ROSTER_AGENT_MCP_SERVERS": settings.ROSTER_AGENT_MCP_SERVERS,
+    }
+
+
 def box_environment(run: Run, network: BoxNetwork, token: str, sentinels: dict[str, str]) -> dict[str, str]:
     proxy = proxy_url(network, token)
     env = dict(sentinels)
@@ -43,6 +65,7 @@ def box_environment(run: Run, network: BoxNetwork, token: str, sentinels: dict[s
         "ROSTER_RUN_ID": str(run.pk),
         "ROSTER_WORKER": run.worker.name,
     })
+    env.update(agent_environment())
     env.update({name: BOX_CA_BUNDLE for name in CA_VARIABLES})
     return env
 
@@ -98,7 +121,13 @@ def box_create_kwargs(run: Run, *, image_id: str, network: BoxNetwork, token: st
 
 
 class OutputCollector(threading.Thread):
-    """Reads the box's interleaved stdout/stderr as it is written and keeps the first max_bytes."""
+    """Keeps the first max_bytes of the box's interleaved stdout/stderr, and whether anything was dropped.
+
+    The dispatcher attaches (`attach_before_start`) before the box starts, so every byte passes through
+    here whatever the box's speed or exit timing: Docker's on-disk log is capped (see box_create_kwargs) and
+    rotates by truncation, so a flood read back from it after the fact can have lost its start or its
+    middle. Reading that log (`follow`) is left for recovery, when the watcher was lost; what comes from
+    it cannot be proven whole and is flagged truncated."""
 
     def __init__(self, container, max_bytes: int, follow: bool = True):
         super().__init__(daemon=True)
@@ -106,11 +135,18 @@ class OutputCollector(threading.Thread):
         self.chunks: list[bytes] = []
         self.size = 0
         self.truncated = False
+        self.complete = False  # the stream ended (or the limit was reached) rather than being cut off
+        self.attached = False
         self._stream = None
+
+    def attach_before_start(self) -> None:
+        self._stream = self.container.attach(stdout=True, stderr=True, stream=True, logs=False)
+        self.attached = True
 
     def run(self) -> None:
         with contextlib.suppress(docker.errors.DockerException, requests.RequestException, OSError):
-            self._stream = self.container.logs(stdout=True, stderr=True, stream=True, follow=self.follow)
+            if self._stream is None:
+                self._stream = self.container.logs(stdout=True, stderr=True, stream=True, follow=self.follow)
             for chunk in self._stream:
                 room = self.max_bytes - self.size
                 if len(chunk) > room:
@@ -120,12 +156,23 @@ class OutputCollector(threading.Thread):
                     break
                 self.chunks.append(chunk)
                 self.size += len(chunk)
+            self.complete = True
+        if not self.attached:
+            # Read back from Docker's capped log, which may have dropped bytes without a trace.
+            self.truncated = True
         self.stop()
 
     def stop(self) -> None:
         if self._stream is not None:
             with contextlib.suppress(Exception):
                 self._stream.close()
+
+    def finish(self, timeout: float) -> None:
+        """Wait for the rest of the output; what is still unread then is dropped, and said to be."""
+        self.join(timeout=timeout)
+        if self.is_alive() or not self.complete:
+            self.truncated = True
+        self.stop()
 
     def text(self) -> str:
         # NUL too: PostgreSQL text refuses it, and a failed final save would lose the output and exit status.
@@ -146,9 +193,20 @@ def box_kill(container) -> None:
         container.kill()
 
 
-def box_watch(container, deadline: datetime, *, follow: bool = True) -> BoxOutcome:
-    """Wait for the box to exit or its deadline, killing it at the deadline; collect its output."""
-    collector = OutputCollector(container, settings.ROSTER_RUN_MAX_OUTPUT_BYTES, follow=follow)
+def box_output_collector(container) -> OutputCollector:
+    """Attached to a created box before it starts (call container.start() after this), so no output is
+    missed; hand it to box_watch."""
+    collector = OutputCollector(container, settings.ROSTER_RUN_MAX_OUTPUT_BYTES)
+    collector.attach_before_start()
+    return collector
+
+
+def box_watch(container, deadline: datetime, *, follow: bool = True,
+              collector: OutputCollector | None = None) -> BoxOutcome:
+    """Wait for the box to exit or its deadline, killing it at the deadline; collect its output (from the
+    collector attached before start; else from Docker's log, as recovery does, flagged truncated)."""
+    if collector is None:
+        collector = OutputCollector(container, settings.ROSTER_RUN_MAX_OUTPUT_BYTES, follow=follow)
     collector.start()
     timed_out = False
     exit_code = None
@@ -162,8 +220,7 @@ def box_watch(container, deadline: datetime, *, follow: bool = True) -> BoxOutco
         box_kill(container)
         with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
             exit_code = container.wait(timeout=settings.ROSTER_BOX_KILL_WAIT_SECONDS)["StatusCode"]
-    collector.join(timeout=settings.ROSTER_BOX_KILL_WAIT_SECONDS)
-    collector.stop()
+    collector.finish(timeout=settings.ROSTER_BOX_KILL_WAIT_SECONDS)
     oom = False
     with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
         container.reload()

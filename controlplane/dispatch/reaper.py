@@ -1,7 +1,8 @@
 """Reconciling runs with the boxes that exist, for after a Celery worker died mid-run (its watcher died with
 it) or a box vanished. Live runs past their deadline are killed and ended; a running run whose box is gone
 fails; a box that exited unwatched is finalised from what Docker kept; boxes of ended runs are removed.
-Only boxes labelled with this control plane's namespace are touched."""
+Only boxes labelled with this box host's namespace are touched, and only live runs this host claimed (or
+that no host has claimed yet) are judged: with several box hosts, another host's boxes are not ours to see."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from django.utils.dateparse import parse_datetime
 from controlplane.dispatch import box
 from controlplane.dispatch.engine import docker_client
 from controlplane.dispatch.rundirs import run_dirs_remove
-from controlplane.dispatch.services import run_end, run_finish
+from controlplane.dispatch.running import run_end, run_finish
 from controlplane.fleet.models import Run
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,8 @@ def runs_reap() -> dict[str, int]:
         with contextlib.suppress(KeyError, ValueError):
             by_run[int(container.labels["roster.run"])] = container
     now = timezone.now()
-    live = Run.objects.filter(status__in=[Run.Status.STARTING, Run.Status.RUNNING])
+    live = Run.objects.filter(status__in=[Run.Status.STARTING, Run.Status.RUNNING],
+                              box_host__in=("", settings.ROSTER_BOX_NAMESPACE))
     live_ids = set()
     for run in live:
         live_ids.add(run.pk)
@@ -93,7 +95,22 @@ def runs_reap() -> dict[str, int]:
             container.remove(force=True)
             counts["removed"] += 1
         run_dirs_remove(run_id)
+    counts["failed"] += _fail_abandoned_elsewhere(now)
     return counts
+
+
+def _fail_abandoned_elsewhere(now: datetime) -> int:
+    """Live runs of another box host long past their deadline: that host stopped reconciling (gone, or its
+    worker down), so nothing else would ever end them. Ending revokes the run's token at every gateway;
+    the box itself is removed by its own host's reaper when that host is back (boxes of ended runs)."""
+    cutoff = now - timedelta(seconds=settings.ROSTER_REAP_OTHER_HOST_GRACE_SECONDS)
+    abandoned = (Run.objects.filter(status__in=[Run.Status.STARTING, Run.Status.RUNNING], deadline__lt=cutoff)
+                 .exclude(box_host__in=("", settings.ROSTER_BOX_NAMESPACE)))
+    ended = 0
+    for run in abandoned:
+        if run_end(run.pk, Run.Status.FAILED, f"box host {run.box_host} stopped reconciling its runs"):
+            ended += 1
+    return ended
 
 
 def stale_queued_runs() -> list[int]:

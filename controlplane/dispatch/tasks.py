@@ -1,5 +1,6 @@
-"""Celery tasks: thin wrappers that take ids and call services. The dispatch task is safe to deliver
-twice (acks_late means a worker lost mid-task gets its message redelivered)."""
+"""Celery tasks of the run lifecycle: thin wrappers that take ids and call the worker side
+(controlplane.dispatch.running) and the reaper. The dispatch task is safe to deliver twice (acks_late
+means a worker lost mid-task gets its message redelivered)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,14 @@ import logging
 from celery import shared_task
 from celery.signals import worker_ready
 
-from controlplane.dispatch import reaper, services
+from controlplane.dispatch import reaper, running
 
 log = logging.getLogger(__name__)
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def dispatch_run(run_id: int) -> None:
-    services.run_dispatch(int(run_id))
-
-
-@shared_task(ignore_result=True)
-def expire_approvals() -> int:
-    from controlplane.approvals.services import approval_expire_due
-
-    return approval_expire_due()
+    running.run_dispatch(int(run_id))
 
 
 @shared_task(ignore_result=True)

@@ -13,7 +13,7 @@ from controlplane.egress.policy_cache import PolicyState, secret_row
 from controlplane.fleet.models import Run, RunDecision
 from controlplane.fleet.services import run_raise_taint
 from controlplane.ledger.services import reserve
-from controlplane.ledger.types import OverBudget
+from controlplane.ledger.types import ModelCallFacts, OverBudget
 from controlplane.policy import engine
 from controlplane.policy.engine import DenyReason
 from controlplane.vault.services import secret_reveal
@@ -38,10 +38,12 @@ _INSERT_RUN_DECISION = (
 
 
 def allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str, url: str, host: str,
-          sentinel_ids: frozenset[int], state: PolicyState | None = None) -> Allowed:
+          sentinel_ids: frozenset[int], state: PolicyState | None = None,
+          model_call: ModelCallFacts | None = None) -> Allowed:
+    """`model_call`: a model call's facts; its worst case is reserved in tokens and money beside the rest."""
     grant = decision.grant
     reserved = reserve(worker=run.worker, run=run, grant_slug=grant.slug, decision_id=decision_id,
-                       cost_micro=int(grant.cost_per_call), origin=run.origin)
+                       cost_micro=int(grant.cost_per_call), origin=run.origin, model_call=model_call)
     if isinstance(reserved, OverBudget):
         return Allowed(engine.deny(DenyReason.OVER_BUDGET, reserved.message), reserved.as_dict())
     with connection.cursor() as cur:  # plain SQL: the ORM's create() costs more than the insert

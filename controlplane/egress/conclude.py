@@ -17,6 +17,7 @@ from controlplane.egress.policy_cache import grant_rules_for_worker
 from controlplane.egress.records import audit_decision
 from controlplane.egress.request import new_decision_id, request_facts
 from controlplane.fleet.models import Run
+from controlplane.ledger.types import ModelCallFacts
 from controlplane.policy import engine
 from controlplane.policy.engine import DenyReason, Verdict
 
@@ -59,8 +60,10 @@ def _approval_conclude(approval_id, decision_id: str) -> Concluded:
     else:
         decision = _rejudge(approval, run, facts, sentinel_ids, who)
         if decision.verdict == Verdict.ALLOW:
+            stored = facts.get("model_call")  # the held request's model-call facts, as stored
             allowed = allow(run, decision, decision_id, method=req["method"], url=req["url"],
-                            host=facts["host"], sentinel_ids=sentinel_ids)
+                            host=facts["host"], sentinel_ids=sentinel_ids,
+                            model_call=ModelCallFacts(**stored) if stored else None)
             decision, budget, inject, replace = (allowed.decision, allowed.budget, allowed.inject,
                                                  allowed.replace)
     audit_decision(decision, decision_id, run=run, method=req.get("method", ""), url=req.get("url", ""),

@@ -5,6 +5,7 @@ records. Any failure is a deny (policy_error); the floor is always closed."""
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from datetime import datetime
 
 from django.db import transaction
@@ -20,7 +21,12 @@ from controlplane.core.taint import DataClass
 from controlplane.egress.allow import allow
 from controlplane.egress.answer import Answer
 from controlplane.egress.policy_cache import PolicyState, grant_rules_for_worker, state_for
-from controlplane.egress.records import audit_decision, audit_tripwire
+from controlplane.egress.records import (
+    audit_connection,
+    audit_decision,
+    audit_tripwire,
+    intercepted_connect,
+)
 from controlplane.egress.request import EgressRequest, new_decision_id
 from controlplane.fleet.models import Run
 from controlplane.fleet.selectors import live_run_for_token
@@ -112,8 +118,11 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
                                      snapshot=_snapshot(req, sentinel_ids), now=now, digest=digest)
     if decision.verdict == Verdict.ALLOW:
         allowed = allow(run, decision, decision_id, method=req.method, url=req.url, host=req.host,
-                        sentinel_ids=sentinel_ids, state=state)
+                        sentinel_ids=sentinel_ids, state=state, model_call=req.model_call)
         decision, budget, inject, replace = allowed.decision, allowed.budget, allowed.inject, allowed.replace
+    if intercepted_connect(req.scheme, decision):
+        audit_connection(decision_id, run, req.url)
+        return Answer(decision, decision_id)
     audit_decision(decision, decision_id, run=run, method=req.method, url=req.url, extra={
         "body_sha256": req.body_sha256, "body_size": req.body_size, "mcp": mcp_for_record(req.mcp),
         "approval": str((approval or granted).pk) if (approval or granted) else None, "budget": budget,
@@ -134,5 +143,6 @@ def _snapshot(req: EgressRequest, sentinel_ids: frozenset[int]) -> dict:
     # Stored, so masked like the URL: the query is never matched, and a mask stays inside its segment.
     snapshot["facts"] = {"scheme": req.scheme, "host": req.host, "port": req.port,
                          "path": url_for_record(req.path, sentinels), "mcp": mcp_for_record(req.mcp),
-                         "sentinel_secret_ids": sorted(sentinel_ids)}
+                         "sentinel_secret_ids": sorted(sentinel_ids),
+                         "model_call": asdict(req.model_call) if req.model_call else None}
     return snapshot

@@ -16,7 +16,7 @@ from controlplane.audit.models import ModelTrace
 from controlplane.audit.services import audit_append
 from controlplane.fleet.models import Run, RunDecision
 from controlplane.ledger.services import settle
-from controlplane.ledger.types import AlreadySettled, UnknownDecision
+from controlplane.ledger.types import AlreadySettled, TokenUsage, UnknownDecision
 
 log = logging.getLogger(__name__)
 
@@ -30,19 +30,19 @@ class OutcomeConflict(Exception):
 
 
 def outcome_report(decision_id: str, status: int, request_bytes: int, response_bytes: int,
-                   error: str = "", scrubbed: int = 0) -> None:
+                   error: str = "", scrubbed: int = 0, usage: TokenUsage | None = None) -> None:
     """Settle the reservation with the real bytes. The run's taint was raised by the decision itself
     (controlplane.egress.decide), so an outcome that is late, lost or never sent lowers nothing.
     `scrubbed` > 0 (echoes of the injected secret the gateway removed from the response) is audited as
     a tripwire in the same transaction."""
     with transaction.atomic():
-        _settle_outcome(decision_id, status, request_bytes, response_bytes, scrubbed)
+        _settle_outcome(decision_id, status, request_bytes, response_bytes, scrubbed, usage)
 
 
 OUTCOME_RESULTS = {OutcomeUnknown: "unknown", OutcomeConflict: "already_settled"}
 
 
-def outcomes_report(outcomes: Sequence[tuple[str, int, int, int, str, int]]) -> list[str]:
+def outcomes_report(outcomes: Sequence[tuple]) -> list[str]:
     """Settle many outcomes in one transaction; one result per outcome, in order: "ok", "unknown" or
     "already_settled". An unknown or settled id writes nothing before it is refused, so it cannot spoil
     its neighbours; any other failure rolls the batch back and each outcome is retried on its own."""
@@ -63,16 +63,16 @@ def outcomes_report(outcomes: Sequence[tuple[str, int, int, int, str, int]]) -> 
 
 
 def _settle_one(decision_id: str, status: int, request_bytes: int, response_bytes: int, error: str,
-                scrubbed: int = 0) -> str:
+                scrubbed: int = 0, usage: TokenUsage | None = None) -> str:
     try:
-        _settle_outcome(decision_id, status, request_bytes, response_bytes, scrubbed)
+        _settle_outcome(decision_id, status, request_bytes, response_bytes, scrubbed, usage)
     except (OutcomeUnknown, OutcomeConflict) as exc:
         return OUTCOME_RESULTS[type(exc)]
     return "ok"
 
 
 def _settle_outcome(decision_id: str, status: int, request_bytes: int, response_bytes: int,
-                    scrubbed: int = 0) -> None:
+                    scrubbed: int = 0, usage: TokenUsage | None = None) -> None:
     # Plain SQL: this runs once per forwarded request, and the ORM costs more than the statements.
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     with connection.cursor() as cur:
@@ -84,7 +84,7 @@ def _settle_outcome(decision_id: str, status: int, request_bytes: int, response_
     if outcome_at is not None:
         raise OutcomeConflict(decision_id)
     try:
-        settle(decision_id, request_bytes, response_bytes)
+        settle(decision_id, request_bytes, response_bytes, usage)
     except UnknownDecision as exc:
         raise OutcomeUnknown(decision_id) from exc
     except AlreadySettled as exc:

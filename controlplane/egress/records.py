@@ -25,6 +25,18 @@ def audit_decision(decision: engine.Decision, decision_id: str, *, run: Run | No
                  verdict=str(decision.verdict), reason=reason)
 
 
+def audit_connection(decision_id: str, run: Run, url: str) -> None:
+    """A CONNECT without a tunnel grant is not refused: the gateway intercepts it and judges each request
+    inside. It is recorded as the connection it is, never as a deny (one request, one record)."""
+    audit_append("connection", {"decision_id": decision_id, "url": url, "intercepted": True},
+                 run=run, worker=run.worker)
+
+
+def intercepted_connect(scheme: str, decision: engine.Decision) -> bool:
+    return (scheme == "tunnel" and decision.verdict == engine.Verdict.DENY and not decision.tripwire
+            and decision.reason == DenyReason.NO_GRANT)
+
+
 def audit_tripwire(decision_id: str, run: Run, url: str, grant_slug: str | None,
                    sentinel_ids: frozenset[int]) -> None:
     names = sorted(Secret.objects.filter(pk__in=sentinel_ids).values_list("name", flat=True))

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from controlplane.ledger.types import ModelCallFacts
 from controlplane.policy import engine
 from controlplane.vault.redact import url_for_record
 
@@ -40,6 +41,7 @@ class EgressRequest:
     body_sha256: str
     body_preview: str
     mcp: Sequence[tuple[str, str | None]]
+    model_call: ModelCallFacts | None = None  # a model call: its worst case is reserved in tokens and money
 
     @property
     def exact_url(self) -> str:

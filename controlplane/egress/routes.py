@@ -69,6 +69,7 @@ async def decide(request, body: DecideIn):
         path=body.path,
         headers=tuple(body.headers), body_size=body.body_size, body_sha256=body.body_sha256,
         body_preview=body.body_preview, mcp=tuple((m.method, m.tool) for m in body.mcp),
+        model_call=body.model_call.facts() if body.model_call else None,
     )))
 
 
@@ -127,7 +128,7 @@ async def outcome(request, body: OutcomeIn):
 def _outcome(body: OutcomeIn) -> Status:
     try:
         outcomes.outcome_report(body.decision_id, body.status, body.request_bytes, body.response_bytes,
-                               body.error, body.scrubbed)
+                               body.error, body.scrubbed, body.usage.usage() if body.usage else None)
     except outcomes.OutcomeUnknown:
         return Status(404, {"detail": "no allowed decision with this id"})
     except outcomes.OutcomeConflict:
@@ -137,7 +138,8 @@ def _outcome(body: OutcomeIn) -> Status:
 
 @router.post("/outcomes", response={200: OutcomesOut}, summary="Report many outcomes at once")
 async def outcomes_batch(request, body: OutcomesIn):
-    items = [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error, o.scrubbed)
+    items = [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error, o.scrubbed,
+              o.usage.usage() if o.usage else None)
              for o in body.outcomes]
     return {"results": await in_pool(request, outcomes.outcomes_report, items)}
 

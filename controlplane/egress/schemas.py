@@ -9,8 +9,9 @@ from typing import Annotated, Literal
 
 from django.conf import settings
 from ninja import Schema
-from pydantic import ConfigDict, Field, StrictInt, StrictStr, field_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
+from controlplane.ledger.types import ModelCallFacts, TokenUsage
 from controlplane.policy.engine import DenyReason
 
 MAX_TOKEN = 1024
@@ -34,6 +35,42 @@ HeaderValue = Annotated[StrictStr, Field(max_length=settings.ROSTER_DECIDE_MAX_H
 HeaderName = Annotated[StrictStr, Field(min_length=1, max_length=256)]
 
 
+ModelName = Annotated[StrictStr, Field(max_length=200)]
+
+
+class ModelCallIn(Strict):
+    """A model call's facts as the gateway read them from the request (docs/wire.md)."""
+
+    api: Literal["chat", "responses", "messages"]
+    model: ModelName
+    stream: StrictBool
+    max_output_tokens: Annotated[StrictInt, Field(ge=1, le=2**53)] | None
+    choices: Annotated[StrictInt, Field(ge=1, le=128)]
+    input_estimate: NonNegative
+
+    def facts(self) -> ModelCallFacts:
+        return ModelCallFacts(api=self.api, model=self.model, stream=self.stream,
+                              max_output_tokens=self.max_output_tokens, choices=self.choices,
+                              input_estimate=self.input_estimate)
+
+
+class UsageIn(Strict):
+    """A model call's usage as the gateway read it from the response (docs/wire.md)."""
+
+    known: StrictBool
+    model: ModelName
+    input: NonNegative
+    cached_input: NonNegative
+    output: NonNegative
+    reasoning: NonNegative
+    problem: Annotated[StrictStr, Field(max_length=200)] = ""
+
+    def usage(self) -> TokenUsage:
+        return TokenUsage(known=self.known, model=self.model, input=self.input,
+                          cached_input=self.cached_input, output=self.output,
+                          reasoning=self.reasoning, problem=self.problem)
+
+
 class DecideIn(Strict):
     token: Annotated[StrictStr, Field(max_length=MAX_TOKEN)]
     method: Annotated[StrictStr, Field(pattern=r"^[A-Z][A-Z-]{0,15}$")]
@@ -47,6 +84,7 @@ class DecideIn(Strict):
     body_sha256: Annotated[StrictStr, Field(pattern=r"^([0-9a-f]{64})?$")]
     body_preview: Annotated[StrictStr, Field(max_length=settings.ROSTER_BODY_PREVIEW_BYTES)]
     mcp: Annotated[list[McpIn], Field(max_length=settings.ROSTER_DECIDE_MAX_MCP_CALLS)]
+    model_call: ModelCallIn | None = None
 
 
 class InjectOut(Strict):
@@ -65,6 +103,7 @@ class BudgetOut(Strict):
     window: str
     limit: int
     spent: int
+    reserved: int = 0
 
 
 class DecideOut(Strict):
@@ -100,6 +139,7 @@ class OutcomeIn(Strict):
     error: Str = ""
     # Echoes of the injected secret the gateway replaced in the response; > 0 is audited as a tripwire.
     scrubbed: NonNegative = 0
+    usage: UsageIn | None = None  # a model call's usage; absent or not known settles its worst case
 
 
 class OutcomesIn(Strict):

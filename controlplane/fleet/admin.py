@@ -1,10 +1,12 @@
 """Admin for workers and runs. A worker's identity (what it *is*) is editable only by a superuser or a
-member of the Admins group; runs are read-only here (they change through services)."""
+member of the Admins group; runs are read-only here (they change through services;
+controlplane.dispatch.admin adds the start and cancel actions)."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 
+from controlplane.core.admin import ReadOnlyAdmin
 from controlplane.core.roles import ADMINS
 from controlplane.fleet.models import Run, Worker
 
@@ -28,23 +30,10 @@ class WorkerAdmin(admin.ModelAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ReadOnlyAdmin):
     list_display = ["id", "worker", "origin", "status", "taint", "untrusted", "created_at", "ended_at"]
     list_filter = ["status", "origin", "untrusted", "taint"]
     search_fields = ["worker__name", "status_reason"]
     # The token hash is never shown: it is useless to a person and only helps an attacker probe.
     exclude = ["token_hash"]
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-from controlplane.dispatch.admin_actions import install as install_dispatch_actions  # noqa: E402
-
-install_dispatch_actions(RunAdmin)  # start/cancel actions and the start form (engineer E)

@@ -53,6 +53,9 @@ class Run(models.Model):
     deadline = models.DateTimeField(null=True, blank=True)
     image_id = models.CharField(max_length=128, blank=True)
     container_id = models.CharField(max_length=128, blank=True)
+    # The ROSTER_BOX_NAMESPACE of the box host whose dispatcher claimed the run: only that host's dockerd
+    # has its box, so only that host's reaper may judge it (another host would see "container gone").
+    box_host = models.CharField(max_length=64, blank=True, default="")
     exit_code = models.IntegerField(null=True, blank=True)
     output = models.TextField(blank=True)
     output_truncated = models.BooleanField(default=False)

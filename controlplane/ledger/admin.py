@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from controlplane.audit.admin import ReadOnlyAdmin
+from controlplane.core.admin import ReadOnlyAdmin
 from controlplane.ledger import caps
-from controlplane.ledger.models import Cap, SpendLine
+from controlplane.ledger.models import Cap, ModelCallReservation, ModelPrice, SpendLine
 
 
 @admin.register(Cap)
@@ -24,6 +24,30 @@ class CapAdmin(admin.ModelAdmin):
     def delete_queryset(self, request, queryset):
         for cap in queryset:
             caps.cap_delete(cap, request.user)
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    list_display = ["pattern", "input_micro_per_million", "cached_input_micro_per_million",
+                    "output_micro_per_million", "max_output_tokens", "updated_at"]
+    search_fields = ["pattern"]
+
+    def save_model(self, request, obj, form, change):
+        caps.price_save(obj, request.user)
+
+    def delete_model(self, request, obj):
+        caps.price_delete(obj, request.user)
+
+    def delete_queryset(self, request, queryset):
+        for price in queryset:
+            caps.price_delete(price, request.user)
+
+
+@admin.register(ModelCallReservation)
+class ModelCallReservationAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "decision_id", "model", "price_pattern", "tokens", "micro"]
+    search_fields = ["=decision_id", "model"]
+    show_full_result_count = False
 
 
 @admin.register(SpendLine)

@@ -7,6 +7,7 @@ class Unit(models.TextChoices):
     REQUESTS = "requests"
     BYTES = "bytes"
     MICRO = "micro", "micro-currency"
+    TOKENS = "tokens", "model tokens"
 
 
 class Window(models.TextChoices):
@@ -60,3 +61,39 @@ class SpendLine(models.Model):
             models.Index(fields=["worker", "unit", "created_at"]),
             models.Index(fields=["unit", "created_at"], name="ledger_spend_unit_time_idx"),
         ]
+
+
+class ModelPrice(models.Model):
+    """Admin-only configuration: what a model's tokens cost, in micro-currency per million tokens, and the
+    output ceiling reserved when a call names no max_tokens. `pattern` is a shell-style glob on the model
+    name the request names (`gpt-4o*`); an exact name wins, then the longest matching pattern."""
+
+    pattern = models.CharField(max_length=200, unique=True)
+    input_micro_per_million = models.PositiveBigIntegerField()
+    cached_input_micro_per_million = models.PositiveBigIntegerField()
+    output_micro_per_million = models.PositiveBigIntegerField()
+    max_output_tokens = models.PositiveBigIntegerField(
+        help_text="the model's output ceiling: reserved when a call does not name max_tokens")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return (f"{self.pattern}: in {self.input_micro_per_million}"
+                f" / cached {self.cached_input_micro_per_million} / out {self.output_micro_per_million}"
+                " micro per million tokens")
+
+
+class ModelCallReservation(models.Model):
+    """What a model call reserved and at which prices (a snapshot: a price edited while the call runs
+    does not change what it settles at). Written once by the reserve; the settle reads it."""
+
+    decision_id = models.CharField(max_length=64, unique=True)
+    model = models.CharField(max_length=200)
+    price_pattern = models.CharField(max_length=200, blank=True)
+    input_micro_per_million = models.PositiveBigIntegerField(default=0)
+    cached_input_micro_per_million = models.PositiveBigIntegerField(default=0)
+    output_micro_per_million = models.PositiveBigIntegerField(default=0)
+    input_estimate = models.PositiveBigIntegerField()
+    max_output = models.PositiveBigIntegerField()
+    tokens = models.PositiveBigIntegerField()
+    micro = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField()

@@ -3,18 +3,23 @@ the outcome. Every change appends spend lines plus one "spend" audit record in t
 
 from __future__ import annotations
 
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from controlplane.audit.services import audit_append, lock_chain_head
+from controlplane.core.db import in_transaction
 from controlplane.fleet.models import Worker
+from controlplane.ledger import model_spend
+from controlplane.ledger.model_spend import ModelPlan
 from controlplane.ledger.models import Cap, SpendLine, Unit
 from controlplane.ledger.totals import scope_of, spent_for
 from controlplane.ledger.types import (
     AlreadySettled,
     DuplicateReservation,
+    ModelCallFacts,
     OverBudget,
     Reservation,
+    TokenUsage,
     UnknownDecision,
 )
 
@@ -53,63 +58,87 @@ def _caps_of(worker: Worker) -> list[Cap]:
     return caps
 
 
-def _first_broken_cap(worker: Worker, cost_micro: int) -> OverBudget | None:
+def _first_broken_cap(worker: Worker, cost_micro: int, model: ModelPlan | None) -> OverBudget | None:
     caps = _caps_of(worker)
     if not caps:
         return None
     spent = spent_for(caps, timezone.now())
+    model_micro = model.micro if model else 0
     for cap in caps:
-        used = spent[cap.pk]
+        used, reserved = spent[cap.pk], 0
         if cap.unit == Unit.REQUESTS:
+            reserved = 1
             broken = used + 1 > cap.limit
         elif cap.unit == Unit.MICRO:
-            broken = used + cost_micro > cap.limit
+            reserved = cost_micro + model_micro
+            broken = used + reserved > cap.limit or bool(model and model.unbounded)
+        elif cap.unit == Unit.TOKENS:  # only model calls spend tokens
+            reserved = model.tokens if model else 0
+            broken = bool(model) and (used + reserved > cap.limit or not model.max_output)
         else:  # bytes are known only at settle: refuse once what is already spent reaches the cap
             broken = used >= cap.limit
         if broken:
+            detail = ""
+            if model and cap.unit == Unit.MICRO and model.unbounded:
+                detail = model.unbounded
+            elif model and cap.unit == Unit.TOKENS and not model.max_output:
+                detail = "the call names no max_tokens and its model has no configured output ceiling"
             return OverBudget(scope=scope_of(cap), unit=cap.unit, window=cap.window, limit=cap.limit,
-                              spent=used)
+                              spent=used, reserved=reserved, detail=detail)
     return None
 
 
-def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin) -> Reservation | OverBudget:
+def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin,
+             model_call: ModelCallFacts | None = None) -> Reservation | OverBudget:
     _serialise()
     with connection.cursor() as cur:
         cur.execute(_HAS_LINES_SQL, [decision_id])
         if cur.fetchone() is not None:
             raise DuplicateReservation(f"decision {decision_id} already has a reservation")
-    over = _first_broken_cap(worker, cost_micro)
+    model = model_spend.plan(model_call) if model_call is not None else None
+    over = _first_broken_cap(worker, cost_micro, model)
     if over is not None:
         return over
-    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    moment = timezone.now()
+    now = connection.ops.adapt_datetimefield_value(moment)
     common = [worker.pk, run.pk if run is not None else None, grant_slug, decision_id, SpendLine.Kind.RESERVE]
     lines = [[*common, Unit.REQUESTS, 1, now]]
     if cost_micro:
         lines.append([*common, Unit.MICRO, cost_micro, now])
+    if model is not None:
+        # The model's worst case in lines of its own: the settle releases exactly these.
+        lines.append([*common, Unit.TOKENS, model.tokens, now])
+        if model.micro:
+            lines.append([*common, Unit.MICRO, model.micro, now])
+        model_spend.record_reservation(decision_id, model, moment)
     with connection.cursor() as cur:
         cur.executemany(_INSERT_LINE_SQL, lines)
-    audit_append("spend", {"op": "reserve", "decision_id": decision_id, "grant": grant_slug,
-                           "origin": origin, "requests": 1, "micro": cost_micro},
-                 run=run, worker=worker.name)
-    return Reservation(decision_id=decision_id, worker_id=worker.pk, requests=1, micro=cost_micro)
+    record = {"op": "reserve", "decision_id": decision_id, "grant": grant_slug, "origin": origin,
+              "requests": 1, "micro": cost_micro + (model.micro if model else 0)}
+    if model is not None:
+        record["model"] = {"model": model.model[:200], "price": model.price.pattern if model.price else None,
+                           "input_estimate": model.input_estimate, "max_output": model.max_output,
+                           "tokens": model.tokens, "micro": model.micro}
+    audit_append("spend", record, run=run, worker=worker.name)
+    return Reservation(decision_id=decision_id, worker_id=worker.pk, requests=1,
+                       micro=cost_micro + (model.micro if model else 0), tokens=model.tokens if model else 0)
 
 
 def reserve(*, worker, run, grant_slug: str, decision_id: str, cost_micro: int,
-            origin: str) -> Reservation | OverBudget:
+            origin: str, model_call: ModelCallFacts | None = None) -> Reservation | OverBudget:
     """Check every worker and org cap for the current windows and, if none would break, append the
     reserve lines. Call inside the decision's transaction. Returns OverBudget naming the first cap
-    that would break (nothing is written then)."""
+    that would break (nothing is written then). A model call also reserves its worst case in tokens
+    and money (controlplane.ledger.model_spend)."""
     if not decision_id:
         raise ValueError("decision_id is required")
     if not isinstance(cost_micro, int) or isinstance(cost_micro, bool) or cost_micro < 0:
         raise ValueError("cost_micro must be a non-negative integer")
-    if connection.in_atomic_block:
-        return _reserve(worker, run, grant_slug, decision_id, cost_micro, origin)
-    with transaction.atomic():
-        return _reserve(worker, run, grant_slug, decision_id, cost_micro, origin)
+    with in_transaction():
+        return _reserve(worker, run, grant_slug, decision_id, cost_micro, origin, model_call)
 
 
-def _settle(decision_id: str, request_bytes: int, response_bytes: int) -> None:
+def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: TokenUsage | None) -> None:
     _serialise()
     with connection.cursor() as cur:
         cur.execute(_LINES_OF_DECISION_SQL, [decision_id])
@@ -125,19 +154,22 @@ def _settle(decision_id: str, request_bytes: int, response_bytes: int) -> None:
         cur.execute(_INSERT_LINE_SQL, [worker_id, run_id, grant_slug, decision_id, SpendLine.Kind.SETTLE,
                                        Unit.BYTES, total,
                                        connection.ops.adapt_datetimefield_value(timezone.now())])
-    audit_append("spend", {"op": "settle", "decision_id": decision_id, "grant": grant_slug,
-                           "request_bytes": request_bytes, "response_bytes": response_bytes,
-                           "bytes": total},
-                 run=run_id, worker=worker_name)
+    record = {"op": "settle", "decision_id": decision_id, "grant": grant_slug,
+              "request_bytes": request_bytes, "response_bytes": response_bytes, "bytes": total}
+    model = model_spend.settle_model_call(decision_id, usage, worker_id=worker_id, run_id=run_id,
+                                          grant_slug=grant_slug)
+    if model is not None:
+        record["model"] = model
+    audit_append("spend", record, run=run_id, worker=worker_name)
 
 
-def settle(decision_id: str, request_bytes: int, response_bytes: int) -> None:
-    """Record the bytes of a reserved call once it has happened. Raises UnknownDecision or
-    AlreadySettled (both LedgerError); nothing is written then."""
+def settle(decision_id: str, request_bytes: int, response_bytes: int,
+           usage: TokenUsage | None = None) -> None:
+    """Record the bytes of a reserved call once it has happened, and for a model call the tokens and
+    money it used (`usage` None or not known: its reserved worst case, flagged). Raises UnknownDecision
+    or AlreadySettled (both LedgerError); nothing is written then."""
     for name, value in (("request_bytes", request_bytes), ("response_bytes", response_bytes)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer")
-    if connection.in_atomic_block:
-        return _settle(decision_id, request_bytes, response_bytes)
-    with transaction.atomic():
-        return _settle(decision_id, request_bytes, response_bytes)
+    with in_transaction():
+        return _settle(decision_id, request_bytes, response_bytes, usage)

@@ -40,12 +40,48 @@ class CapStatus:
 
 @dataclass(frozen=True)
 class OverBudget(CapStatus):
-    """The first cap a reservation would break. `spent` is what was spent before this request."""
+    """The first cap a reservation would break. `spent` is what was spent before this request (calls
+    still running count at what they reserved); `reserved` is what this request would have reserved;
+    `detail` says why a model call's worst case could not be bounded, when that is the reason."""
+
+    reserved: int = 0
+    detail: str = ""
 
     @property
     def message(self) -> str:
-        return (f"over budget: {self.scope} has spent {self.spent} of {self.limit} {self.unit} "
-                f"this {self.window if self.window != 'all' else 'lifetime'}")
+        period = self.window if self.window != "all" else "lifetime"
+        if self.detail:
+            return f"over budget: {self.detail}, so it cannot be held to the {self.scope} {self.unit} cap"
+        text = f"over budget: {self.scope} has spent {self.spent} of {self.limit} {self.unit} this {period}"
+        return text + (f"; this call would reserve up to {self.reserved}" if self.reserved else "")
+
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "reserved": self.reserved}
+
+
+@dataclass(frozen=True)
+class ModelCallFacts:
+    """What the gateway read from a model call's request (docs/wire.md, `model_call`)."""
+
+    api: str
+    model: str
+    stream: bool
+    max_output_tokens: int | None
+    choices: int
+    input_estimate: int
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """What the gateway read from a model call's response (docs/wire.md, `usage`)."""
+
+    known: bool
+    model: str = ""
+    input: int = 0
+    cached_input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -54,3 +90,4 @@ class Reservation:
     worker_id: int
     requests: int
     micro: int
+    tokens: int = 0

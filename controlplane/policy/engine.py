@@ -112,6 +112,7 @@ class GrantRule:
             compiled = matching.compile_match(
                 worker_id=self.worker_id, host=self.host, port=self.port, schemes=self.schemes,
                 methods=self.methods, paths=self.paths, mcp_tools=self.mcp_tools, tunnel=self.tunnel,
+                wall=self.mode == Mode.DENY,
             )
             object.__setattr__(self, "compiled", compiled)
             object.__setattr__(self, "broken", "")

@@ -57,6 +57,10 @@ class CompiledMatch:
     paths: tuple[PathPattern, ...]
     mcp_tools: frozenset[str]
     tunnel: bool
+    # A deny grant is a wall (docs/grants.md): without a port it covers every port of its host, and
+    # without schemes every scheme, tunnels included.
+    any_port: bool = False
+    any_scheme: bool = False
 
 
 def parse_host_pattern(pattern: str) -> tuple[str, bool]:
@@ -104,7 +108,9 @@ def compile_path_pattern(pattern: str) -> PathPattern:
     return PathPattern(pattern, re.compile(regex, re.DOTALL), literal, exact=not deep and "*" not in body)
 
 
-def compile_match(*, worker_id, host, port, schemes, methods, paths, mcp_tools, tunnel) -> CompiledMatch:
+def compile_match(*, worker_id, host, port, schemes, methods, paths, mcp_tools, tunnel,
+                  wall: bool = False) -> CompiledMatch:
+    """`wall`: the grant denies; its absent port and schemes mean every port and scheme."""
     canonical_host, wildcard = parse_host_pattern(host)
     if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
         raise PatternError(f"port {port!r} is out of range 1-65535")
@@ -122,6 +128,7 @@ def compile_match(*, worker_id, host, port, schemes, methods, paths, mcp_tools, 
         worker_id=worker_id, host=canonical_host, wildcard=wildcard, port=port,
         schemes=frozenset(schemes or DEFAULT_GRANT_SCHEMES), methods=frozenset(methods),
         paths=tuple(compile_path_pattern(p) for p in paths), mcp_tools=frozenset(mcp_tools), tunnel=tunnel,
+        any_port=wall and port is None, any_scheme=wall and not schemes and not tunnel,
     )
 
 
@@ -142,11 +149,15 @@ def match(
     if compiled.tunnel:
         if scheme != "tunnel" or method != "CONNECT":
             return None
-    elif scheme not in compiled.schemes:
+    elif scheme not in compiled.schemes and not compiled.any_scheme:
         return None
-    expected_port = compiled.port if compiled.port is not None else DEFAULT_PORTS[scheme]
-    if port != expected_port:
-        return None
+    if not compiled.any_port:
+        expected_port = compiled.port if compiled.port is not None else DEFAULT_PORTS[scheme]
+        if port != expected_port:
+            return None
+    if compiled.any_scheme and scheme == "tunnel":
+        # A tunnel hides method, path and tools: a deny that could apply inside it covers the tunnel.
+        return _specificity(compiled, None)
     if compiled.methods and method not in compiled.methods:
         return None
     best_path = None
@@ -157,6 +168,10 @@ def match(
         best_path = max(matching, key=lambda p: (p.literal_chars, p.exact))
     if compiled.mcp_tools and not _mcp_allowed(compiled.mcp_tools, mcp):
         return None
+    return _specificity(compiled, best_path)
+
+
+def _specificity(compiled: CompiledMatch, best_path: PathPattern | None) -> Specificity:
     return Specificity(
         host_exact=0 if compiled.wildcard else 1,
         wildcard_labels=compiled.host.count(".") + 1 if compiled.wildcard else 0,

@@ -13,7 +13,9 @@ from datetime import datetime
 
 from controlplane.core.errors import ValidationFailed
 from controlplane.core.taint import DataClass
+from controlplane.fleet.models import Worker
 from controlplane.policy import matching
+from controlplane.vault.models import Secret
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 HEADER_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")
@@ -73,9 +75,6 @@ def format_expires(value: datetime | None) -> str | None:
 
 def validate_grant(data: dict, *, slug: str, allow_unknown_keys: bool = False) -> GrantSpec:
     """Check one grant in file form. Raises ValidationFailed naming every bad field."""
-    from controlplane.fleet.models import Worker
-    from controlplane.vault.models import Secret
-
     errors: dict[str, str] = {}
     values: dict = {}
     if not isinstance(data, dict):

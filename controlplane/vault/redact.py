@@ -3,7 +3,11 @@ Vault sentinels are masked wherever they occur (as `[sentinel of NAME]`; one hid
 percent-escapes masks its whole piece as `[masked]`), and so are the values of credential-looking query
 parameters (`key=`, `token=`, `access_token=`, `api_key=`, `sig=`, ...). A sentinel is not the secret,
 but a recorded one would let anyone who reads the log correlate or replay it. Matching and approval
-digests use the request as received; only the record is masked."""
+digests use the request as received; only the record is masked.
+
+The one definition of a credential-looking name (`is_credential_name`, for query parameters and header
+names alike) and of the mask written in place of a value (`MASK`): approval snapshots and the approval
+pages use these too."""
 
 from __future__ import annotations
 
@@ -14,9 +18,10 @@ from urllib.parse import unquote_plus
 from controlplane.vault.services import mask_sentinels
 
 MASK = "[masked]"
-# A query parameter whose (decoded, lower-cased) name contains one of these carries a credential.
+# A query parameter or header whose (decoded, lower-cased) name contains one of these, or is one of the
+# names, carries a credential (authorization, x-api-key, x-amz-security-token, private-token, ...).
 _CREDENTIAL_FRAGMENTS = ("key", "token", "secret", "passw", "auth", "signature", "credential", "session",
-                         "cookie")
+                         "cookie", "private")
 _CREDENTIAL_NAMES = frozenset({"sig", "pw", "pwd", "pass", "code", "jwt", "bearer"})
 _QUERY_SPLIT = re.compile(r"([&;])")
 
@@ -45,7 +50,8 @@ def text_for_record(text: str, extra: Iterable[str] = ()) -> str:
     return "".join(pieces)
 
 
-def is_credential_param(name: str) -> bool:
+def is_credential_name(name: str) -> bool:
+    """Whether a query parameter or header of this name carries a credential, whatever its value."""
     lowered = unquote_plus(name).strip().lower()
     return lowered in _CREDENTIAL_NAMES or any(f in lowered for f in _CREDENTIAL_FRAGMENTS)
 
@@ -61,7 +67,7 @@ def url_for_record(url: str, extra: Iterable[str] = ()) -> str:
     parts = _QUERY_SPLIT.split(query)
     for i in range(0, len(parts), 2):  # odd indexes are the separators themselves
         name, eq, value = parts[i].partition("=")
-        if eq and value and is_credential_param(name):
+        if eq and value and is_credential_name(name):
             parts[i] = f"{name}={MASK}"
     return f"{base}?{''.join(parts)}"
 

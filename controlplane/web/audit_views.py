@@ -15,6 +15,8 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from controlplane.audit import verify
+from controlplane.audit.export import csv_rows
 from controlplane.web.audit_filters import AuditFilterForm
 from controlplane.web.models import ChainCheck
 from controlplane.web.security import hardened
@@ -45,8 +47,6 @@ def audit_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @permission_required(EXPORT_PERM, raise_exception=True)
 def audit_export_csv(request: HttpRequest) -> HttpResponse:
-    from controlplane.audit.export import csv_rows
-
     form = AuditFilterForm(request.GET)
     if not form.is_valid():
         return HttpResponse("bad filter: " + form.errors.as_text(), status=400, content_type="text/plain")
@@ -61,8 +61,6 @@ def audit_export_csv(request: HttpRequest) -> HttpResponse:
 @login_required
 @permission_required(VIEW_PERM, raise_exception=True)
 def audit_verify(request: HttpRequest) -> HttpResponse:
-    from controlplane.audit.verify import verify_database
-
     # Re-hashing the whole chain is expensive: one run per cooldown, whoever asks, so a loop of POSTs
     # cannot tie up the server. The last result stays on the page.
     last = ChainCheck.objects.order_by("-id").first()
@@ -73,7 +71,7 @@ def audit_verify(request: HttpRequest) -> HttpResponse:
         return redirect("web:audit")
     started = time.monotonic()
     try:
-        result = verify_database()
+        result = verify.verify_database()
         ok, checked, message = bool(result.ok), int(result.checked), str(result.message)
     except Exception as exc:  # noqa: BLE001 - a verifier crash is shown as "not verified", never as ok
         ok, checked, message = False, 0, f"verifier failed: {type(exc).__name__}"

@@ -9,14 +9,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 
 from controlplane.vault.models import Secret
-
-MASK = "[masked]"  # the same marker the decision service uses in its snapshot
-# Header names whose value is a credential whatever it looks like.
-_SENSITIVE_NAME = re.compile(
-    r"(authorization|cookie|token|secret|password|passwd|api[-_]?key|apikey|session|credential|signature|"
-    r"x-amz-security|private)", re.IGNORECASE,
-)
-
+from controlplane.vault.redact import MASK, is_credential_name
 
 # Characters that change how text reads without showing themselves (bidi overrides and isolates,
 # zero-width marks, controls, line separators): a box could make an approver read something else.
@@ -56,7 +49,7 @@ def _pairs(headers) -> Iterable[tuple[str, str]]:
 def mask_headers(headers, sentinels: Mapping[str, str]) -> list[tuple[str, str]]:
     out = []
     for name, value in _pairs(headers):
-        if _SENSITIVE_NAME.search(name):
+        if is_credential_name(name):
             hint = mask_text(value, sentinels)
             # Keep only the sentinel's name if one was there; never any part of the value.
             named = re.findall(r"\[sentinel of [^\]]+\]", hint)

@@ -83,6 +83,16 @@ def recent_decided_cards(limit: int, now: datetime | None = None) -> list[Approv
     return [_card(a, sentinels, now) for a in qs]
 
 
+def approval_cards(*, status: str | None = None, limit: int = 50) -> list[ApprovalCard]:
+    """Newest first, masked as on the queue page (the command line's `approval list`)."""
+    now = timezone.now()
+    sentinels = known_sentinels()
+    qs = Approval.objects.select_related("run__worker", "decided_by").order_by("-created_at")
+    if status:
+        qs = qs.filter(status=status)
+    return [_card(a, sentinels, now) for a in qs[:limit]]
+
+
 def approval_cards_for_run(run: Run) -> list[ApprovalCard]:
     now = timezone.now()
     sentinels = known_sentinels()
@@ -140,7 +150,8 @@ def _summary(kind: str, data: dict, sentinels: dict[str, str]) -> str:
     if kind == "run_state":
         return f"{data.get('from') or '—'} → {data.get('to', '')} {data.get('reason', '')}".strip()
     if kind == "spend":
-        return f"{data.get('op', '')} for {data.get('decision_id', '')}".strip()
+        return (f"{data.get('op', '')} for {data.get('decision_id', '')}".strip()
+                + _model_summary(data.get("model")))
     if kind == "approval":
         return mask_text(f"{data.get('event', '')} {method} {url}".strip(), sentinels)
     if url:
@@ -148,9 +159,31 @@ def _summary(kind: str, data: dict, sentinels: dict[str, str]) -> str:
     return mask_text(str(data.get("message", "")), sentinels)
 
 
+def _model_summary(model: object) -> str:
+    """A model call's part of a spend record: what it reserved, or what it used and whether the usage
+    was read or is the worst case (flagged)."""
+    if not isinstance(model, dict):
+        return ""
+    text = f": model {model.get('model', '')}"
+    if "usage" not in model:
+        return text + f", worst case {model.get('tokens', 0)} tokens reserved"
+    if model.get("flagged"):
+        return text + f", usage unknown ({model.get('problem', '')}): settled at the worst case, flagged"
+    return text + (f", {model.get('input', 0)} input ({model.get('cached_input', 0)} cached), "
+                   f"{model.get('output', 0)} output ({model.get('reasoning', 0)} reasoning)")
+
+
 def _spend_cost(data: dict) -> dict[str, int]:
-    return {unit: int(data[unit]) for unit in ("requests", "micro", "bytes")
+    cost = {unit: int(data[unit]) for unit in ("requests", "micro", "bytes")
             if isinstance(data.get(unit), int) and data[unit]}
+    model = data.get("model")
+    if isinstance(model, dict) and data.get("op") == "settle":
+        for unit in ("tokens", "micro"):
+            if isinstance(model.get(unit), int) and model[unit]:
+                cost[unit] = cost.get(unit, 0) + model[unit]
+    elif isinstance(model, dict) and isinstance(model.get("tokens"), int) and model["tokens"]:
+        cost["tokens"] = model["tokens"]  # a reserve: its micro already includes the model's worst case
+    return cost
 
 
 def cost_by_decision(run: Run) -> dict[str, dict[str, int]]:

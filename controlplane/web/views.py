@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET
 
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run
+from controlplane.ledger.selectors import cap_statuses
 from controlplane.web import selectors
 from controlplane.web.security import hardened
 
@@ -22,8 +23,6 @@ ASSETS = {"roster.css": "text/css", "queue.js": "text/javascript"}
 
 
 def _cap_statuses() -> list:
-    from controlplane.ledger.selectors import cap_statuses
-
     rows = []
     for cap in cap_statuses():
         limit = int(cap.limit)

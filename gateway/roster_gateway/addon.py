@@ -10,7 +10,7 @@ import logging
 from mitmproxy import connection, ctx, exceptions, http, tcp, tls, udp
 from mitmproxy.proxy import layer, layers
 
-from roster_gateway import proposals, shapes
+from roster_gateway import model_flow, proposals, shapes
 from roster_gateway.addresses import Vetting
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown, Transport
 from roster_gateway.decoding import narrow_accept_encoding
@@ -165,7 +165,8 @@ class Gateway:
         if flow.request.method.upper() == "CONNECT" or self.config is None:
             return
         try:
-            refusal = shapes.check_headers(flow.request, self.config.max_body_bytes)
+            refusal = (shapes.check_sizes(flow.request, self.config)
+                       or shapes.check_headers(flow.request, self.config.max_body_bytes))
         except Exception:  # noqa: BLE001 - fail closed
             refusal = shapes.Refusal("malformed_request", 400, "unreadable request headers")
         if refusal:
@@ -199,6 +200,7 @@ class Gateway:
         scheme = "https" if flow.request.scheme == "https" else "http"
         payload = decide_payload(flow.request, token=token or "", scheme=scheme, mcp=mcp,
                                  preview_bytes=self.config.body_preview_bytes)
+        model_flow.note_request(flow, body, payload)
         decision = await self.steps.judge(flow, payload, token)
         if decision is None:
             return
@@ -206,7 +208,8 @@ class Gateway:
 
     def _check_request(self, flow: http.HTTPFlow, state: ConnState) -> shapes.Refusal | None:
         request = flow.request
-        refusal = shapes.check_headers(request, self.config.max_body_bytes)
+        refusal = (shapes.check_sizes(request, self.config)
+                   or shapes.check_headers(request, self.config.max_body_bytes))
         if refusal:
             return refusal
         if len(request.raw_content or b"") > self.config.max_body_bytes:
@@ -215,7 +218,8 @@ class Gateway:
         if refusal:
             return refusal
         sni = flow.client_conn.sni if request.scheme == "https" else None
-        return shapes.check_authority(request, connect_target=state.connect_target, sni=sni)
+        return (shapes.check_authority(request, connect_target=state.connect_target, sni=sni)
+                or shapes.check_canonical(request))
 
     async def _allow(self, flow: http.HTTPFlow, decision: Decision, state: ConnState) -> None:
         request = flow.request
@@ -223,6 +227,7 @@ class Gateway:
         ip = await self.steps.vet_or_deny(flow, decision, host)
         if ip is None:
             return
+        model_flow.before_forwarding(flow)
         if decision.trace:
             try:
                 await self.client.trace(decision.decision_id, request.raw_content or b"")
@@ -253,16 +258,31 @@ class Gateway:
             for name in RANGE_HEADERS:
                 request.headers.pop(name, None)
 
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        try:
+            model_flow.on_response_headers(flow)
+        except Exception:  # noqa: BLE001 - a stream that could not be set up safely is not streamed
+            log.exception("could not stream the response; buffering it")
+            flow.response.stream = False
+            flow.metadata.pop("roster_stream", None)
+
     def response(self, flow: http.HTTPFlow) -> None:
         decision_id = flow.metadata.pop("roster_decision_id", None)
         if flow.response is None:
             flow.metadata.pop("roster_scrubber", None)
             return
-        status, response_bytes = flow.response.status_code, len(flow.response.raw_content or b"")
-        error = scrub_echoes(flow, decision_id)
+        stream = model_flow.streamed(flow)
+        if stream is not None:
+            error, scrubbed, usage = model_flow.finish_streamed(flow, stream)
+            response_bytes = stream.upstream_bytes
+        else:
+            status, response_bytes = flow.response.status_code, len(flow.response.raw_content or b"")
+            usage = model_flow.buffered_usage(flow, self.config.max_body_bytes) if self.config else None
+            error = scrub_echoes(flow, decision_id)
+            scrubbed = flow.metadata.get("roster_scrubbed", 0)
         if decision_id:
-            self.steps.report(decision_id, status, len(flow.request.raw_content or b""), response_bytes,
-                              error, flow.metadata.get("roster_scrubbed", 0))
+            self.steps.report(decision_id, flow.response.status_code if stream else status,
+                              len(flow.request.raw_content or b""), response_bytes, error, scrubbed, usage)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         scrubber = flow.metadata.get("roster_scrubber")
@@ -271,6 +291,7 @@ class Gateway:
             if not message.from_client:
                 try:
                     message.content, count = scrubber.scrub(message.content)
+                    scrubber.check_readings(message.content)
                 except Exception:  # noqa: BLE001 - a hook error would forward the message unscrubbed
                     log.warning("websocket message could not be checked for an echoed secret; closing")
                     message.drop()
@@ -290,7 +311,7 @@ class Gateway:
             message = scrub_error(flow, scrubber)
         if decision_id:
             self.steps.report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200],
-                              flow.metadata.get("roster_scrubbed", 0))
+                              flow.metadata.get("roster_scrubbed", 0), model_flow.usage_on_error(flow))
 
     # --- CONNECT, tunnels and everything that is not HTTP ---
     @fail_closed

@@ -28,6 +28,11 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_max_body_bytes", int, 32 * 1024 * 1024,
      "Largest request (and response) body the gateway passes; bodies are never streamed"),
     ("roster_body_preview_bytes", int, 4096, "Body bytes shown to approvers in /decide"),
+    # The control plane's decision API refuses larger request facts (ROSTER_DECIDE_MAX_PATH_BYTES,
+    # ..._HEADERS, ..._HEADER_BYTES); the gateway refuses them first, legibly (414, 431).
+    ("roster_max_target_bytes", int, 16 * 1024, "Longest request target (path and query) the gateway passes"),
+    ("roster_max_headers", int, 200, "Most request header fields the gateway passes"),
+    ("roster_max_header_bytes", int, 16 * 1024, "Longest single request header value the gateway passes"),
     ("roster_health_port", int, 0, "Loopback port of the health endpoint (0: off)"),
     ("roster_health_cache_ms", int, 1000, "Milliseconds a control-plane health answer is reused"),
     ("roster_allow_loopback_upstreams", bool, False,
@@ -69,6 +74,9 @@ class GatewayConfig:
     also_control_plane: tuple[tuple[str, int], ...] = ()
     outcome_batch_max: int = 100
     private_upstreams: tuple[PrivateUpstream, ...] = ()
+    max_target_bytes: int = 16 * 1024
+    max_headers: int = 200
+    max_header_bytes: int = 16 * 1024
     proposals_host: str = "proposals.roster.invalid"
 
 
@@ -129,6 +137,8 @@ def build_config(opts) -> GatewayConfig:
         raise exceptions.OptionsError("roster_outcome_flush_ms >= 0 and roster_outcome_batch_max >= 1")
     if opts.roster_max_body_bytes < 0 or opts.roster_body_preview_bytes < 0:
         raise exceptions.OptionsError("body limits must not be negative")
+    if min(opts.roster_max_target_bytes, opts.roster_max_headers, opts.roster_max_header_bytes) < 1:
+        raise exceptions.OptionsError("request target and header limits must be positive")
     own = _listen_ports(opts) | {opts.roster_health_port}
     own.discard(0)
     also = tuple(_endpoint(u.strip()) for u in opts.roster_control_plane_also.split(",") if u.strip())
@@ -151,6 +161,9 @@ def build_config(opts) -> GatewayConfig:
         outcome_flush_delay=opts.roster_outcome_flush_ms / 1000,
         outcome_batch_max=int(opts.roster_outcome_batch_max),
         private_upstreams=_private_upstreams(opts, endpoint, also, own),
+        max_target_bytes=int(opts.roster_max_target_bytes),
+        max_headers=int(opts.roster_max_headers),
+        max_header_bytes=int(opts.roster_max_header_bytes),
         proposals_host=_proposals_host(opts.roster_proposals_host),
     )
 

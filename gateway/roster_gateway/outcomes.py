@@ -29,11 +29,14 @@ class OutcomeReporter:
         self._sender: asyncio.Task | None = None
 
     def report(self, decision_id: str, status: int, request_bytes: int, response_bytes: int,
-               error: str, scrubbed: int = 0) -> None:
+               error: str, scrubbed: int = 0, usage: dict | None = None) -> None:
         """`scrubbed`: echoes of the injected secret replaced in the response (the control plane audits
-        a count above 0 as a tripwire)."""
-        self._queue.append({"decision_id": decision_id, "status": status, "request_bytes": request_bytes,
-                            "response_bytes": response_bytes, "error": error, "scrubbed": scrubbed})
+        a count above 0 as a tripwire). `usage`: a model call's usage as read from its response."""
+        outcome = {"decision_id": decision_id, "status": status, "request_bytes": request_bytes,
+                   "response_bytes": response_bytes, "error": error, "scrubbed": scrubbed}
+        if usage is not None:
+            outcome["usage"] = usage
+        self._queue.append(outcome)
         if len(self._queue) >= self._max_batch:
             self._full.set()
         if self._sender is None:

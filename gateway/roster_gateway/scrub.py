@@ -22,6 +22,7 @@ from mitmproxy import http
 
 from roster_gateway.decoding import DecodeRefused, bounded_content
 from roster_gateway.responses import deny_flow
+from roster_gateway.unescape import readings
 
 log = logging.getLogger("roster_gateway")
 
@@ -100,7 +101,7 @@ def _bytes(text: str) -> bytes:
 class Scrubber:
     """Replaces a flow's real secret values (and their encodings) by sentinels in bytes."""
 
-    __slots__ = ("_max_decoded", "_pattern", "_swaps")
+    __slots__ = ("_hidden", "_max_decoded", "_pattern", "_swaps")
 
     def __init__(self, pairs: Iterable[tuple[str, str]], built: Iterable[tuple[str, str]] = (),
                  whole_values: Iterable[str] = (), max_decoded_bytes: int = DEFAULT_MAX_DECODED) -> None:
@@ -133,6 +134,10 @@ class Scrubber:
         for value in whole_values:
             add(_bytes(value), REDACTED.encode())
         self._swaps = swaps
+        reals = sorted({real for _s, real in pairs if real} | {real for real, _f in built if real}
+                       | {value for value in whole_values if value}, key=len, reverse=True)
+        # Found in a decoder's reading of an already scrubbed response: an echo in a form not replaced.
+        self._hidden = re.compile("|".join(re.escape(r) for r in reals)) if reals else None
         # Longest first: an alternation takes the first alternative that matches at a position.
         needles = sorted(swaps, key=len, reverse=True)
         self._pattern = re.compile(b"|".join(re.escape(n) for n in needles)) if needles else None
@@ -142,6 +147,11 @@ class Scrubber:
 
     def __bool__(self) -> bool:
         return self._pattern is not None
+
+    @property
+    def longest_form(self) -> int:
+        """Bytes in the longest form looked for: a stream scrubber holds back one less than this."""
+        return max(map(len, self._swaps), default=0)
 
     def scrub(self, data: bytes) -> tuple[bytes, int]:
         """`data` with every form replaced, and how many replacements were made."""
@@ -155,7 +165,15 @@ class Scrubber:
                 return data, total
         raise Unscrubbable("echoes of a secret remain after scrubbing")
 
-    def _scrub_fields(self, fields: tuple[tuple[bytes, bytes], ...]) -> tuple[tuple, int]:
+    def check_readings(self, data: bytes) -> None:
+        """Raises Unscrubbable when any decoder's reading of `data` (unescape.py) holds a real value."""
+        if self._hidden is None or not data:
+            return
+        for text in readings(data):
+            if self._hidden.search(text):
+                raise Unscrubbable("an escaped or re-encoded echo of a secret")
+
+    def scrub_fields(self, fields: tuple[tuple[bytes, bytes], ...]) -> tuple[tuple, int]:
         out, total = [], 0
         for name, value in fields:
             new_name, a = self.scrub(name)
@@ -180,15 +198,18 @@ class Scrubber:
             except DecodeRefused as exc:
                 raise Unscrubbable(str(exc)) from None
             new_body, count = self.scrub(body or b"")
+            self.check_readings(new_body)
             if count:
                 response.set_content(new_body)
                 total += count
-        fields, count = self._scrub_fields(response.headers.fields)
+        fields, count = self.scrub_fields(response.headers.fields)
+        for _name, value in fields:
+            self.check_readings(value)
         if count:
             response.headers.fields = fields
             total += count
         if response.trailers is not None:
-            fields, count = self._scrub_fields(response.trailers.fields)
+            fields, count = self.scrub_fields(response.trailers.fields)
             if count:
                 response.trailers.fields = fields
                 total += count

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from mitmproxy import http
 
+from roster_gateway.canonical import host_refusal, method_refusal, path_refusal
+from roster_gateway.options import GatewayConfig
+
 _CONTENT_LENGTH = re.compile(r"^(?:0|[1-9][0-9]*)$")
 _ALLOWED_TE = frozenset({"chunked"})
 _BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
@@ -169,4 +172,32 @@ def check_authority(request: http.Request, *, connect_target: tuple[str, int] | 
                            "the request names a different destination than its CONNECT tunnel")
     if sni is not None and normalise_host(sni) != host:
         return Refusal("authority_mismatch", 403, "the TLS server name differs from the request's host")
+    return None
+
+
+def check_canonical(request: http.Request) -> Refusal | None:
+    """The method, Host and path as sent must be the forms the control plane judges (canonical.py):
+    otherwise a request judged as one target would run upstream as another."""
+    sent_method = request.data.method.decode("utf-8", "surrogateescape")  # .method is upper-cased
+    for problem in (method_refusal(sent_method), path_refusal(request.path),
+                    host_refusal(request.host_header or ""),
+                    host_refusal(request.authority) if request.authority else None):
+        if problem:
+            return Refusal("malformed_request", 400, problem)
+    return None
+
+
+def check_sizes(request: http.Request, config: GatewayConfig) -> Refusal | None:
+    """Limits the decision API also enforces, answered here with the status that names them: an over-long
+    request target is 414, too many or too long header fields 431 (never a control-plane failure)."""
+    max_target, max_headers, max_header = config.max_target_bytes, config.max_headers, config.max_header_bytes
+    if len(request.data.path) > max_target:
+        return Refusal("uri_too_long", 414,
+                       f"request target longer than the gateway's limit of {max_target} bytes")
+    fields = request.headers.fields
+    if len(fields) > max_headers:
+        return Refusal("headers_too_large", 431, f"more than {max_headers} request header fields")
+    if any(len(value) > max_header or len(name) > 256 for name, value in fields):
+        return Refusal("headers_too_large", 431,
+                       f"a request header field is longer than the gateway's limit of {max_header} bytes")
     return None

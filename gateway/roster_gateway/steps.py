@@ -17,7 +17,10 @@ from roster_gateway.options import GatewayConfig
 from roster_gateway.outcomes import OutcomeReporter
 from roster_gateway.reasons import deny_status
 from roster_gateway.responses import deny_flow
+from roster_gateway.usage import Usage
 from roster_gateway.wire import Decision
+
+NOT_FORWARDED = Usage(known=True, problem="not forwarded").as_wire()
 
 
 class ConnState:
@@ -84,14 +87,15 @@ class Steps:
     def settle_unused(self, decision: Decision, status: int = 0, error: str = "not forwarded") -> None:
         """An allow whose request is not forwarded after all: release its reservation."""
         if decision.verdict == "allow" and decision.decision_id:
-            self.report(decision.decision_id, status, 0, 0, error)
+            # Nothing was sent, so nothing was used: a model call's reservation is released whole.
+            self.report(decision.decision_id, status, 0, 0, error, usage=NOT_FORWARDED)
 
     def report(self, decision_id: str, status: int, req_bytes: int, resp_bytes: int, error: str,
-               scrubbed: int = 0) -> None:
+               scrubbed: int = 0, usage: dict | None = None) -> None:
         # Queued and sent in batches in the background: neither the box's response nor the run's next
         # decision waits for the ledger (taint was raised by the decision). A scrubbed count above 0 is
         # audited by the control plane as a tripwire (the upstream echoed the injected secret).
-        self.outcomes.report(decision_id, status, req_bytes, resp_bytes, error, scrubbed)
+        self.outcomes.report(decision_id, status, req_bytes, resp_bytes, error, scrubbed, usage)
 
 
 def deny_decision(flow: http.HTTPFlow, decision: Decision) -> None:

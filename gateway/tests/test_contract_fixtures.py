@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from roster_gateway import model_flow
 from roster_gateway.facts import decide_payload
 from roster_gateway.mcp import mcp_calls
 from roster_gateway.wire import parse_decision, parse_wait
@@ -47,7 +48,9 @@ def test_gateway_builds_the_fixture_decide_request(name):
     mcp = mcp_calls(flow.request.headers.get("content-type", ""), body)
     payload = decide_payload(flow.request, token=expected["token"], scheme=expected["scheme"], mcp=mcp,
                              preview_bytes=4096)
+    model_flow.note_request(flow, body, payload)
     assert set(payload) == set(expected)
+    assert payload.get("model_call") == expected.get("model_call")
     keys = ["token", "method", "scheme", "host", "port", "path", "mcp", "body_size", "body_sha256",
             "body_preview"]
     for key in keys:
@@ -131,6 +134,11 @@ async def test_outcome_trace_and_abandon_requests_match_the_fixtures(gw, cp):
     await asyncio.sleep(0.05)
     queued = cp.bodies("/outcomes")[-1]["outcomes"][0]
     assert set(queued) == set(scrubbed) and queued["scrubbed"] == scrubbed["scrubbed"] > 0
+    metered = FIXTURES["outcome_usage"]["request"]
+    gw.steps.report("dc_u", 200, 10, 2048, "", 0, metered["usage"])
+    await asyncio.sleep(0.05)
+    queued = cp.bodies("/outcomes")[-1]["outcomes"][0]
+    assert set(queued) == set(metered) and set(queued["usage"]) == set(metered["usage"])
     assert set(sent["trace"]) == set(FIXTURES["trace"]["request"])
     assert sent["abandon"] == (FIXTURES["abandon"]["request"] or {})
 

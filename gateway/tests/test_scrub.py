@@ -17,8 +17,7 @@ from mitmproxy.flow import Error as flow_error
 from mitmproxy.test import tutils
 from roster_gateway.scrub import REDACTED, Scrubber
 
-from tests.conftest import allow, basic, make_flow
-from tests.test_addon_requests import reported, run_request, settle
+from tests.conftest import allow, basic, make_flow, reported, run_request, settle
 
 SENTINEL = "sk-proj-SENTINELsentinelSENTINEL0123"
 # Has '/', '+', '?', '>', '~' and '=' so that every encoding differs from the plain value.

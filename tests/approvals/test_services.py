@@ -8,7 +8,6 @@ from django.utils import timezone
 from controlplane.approvals import broadcast
 from controlplane.approvals.models import Approval
 from controlplane.approvals.services import (
-    MASK,
     ApprovalClosed,
     approval_abandon,
     approval_consume,
@@ -19,6 +18,7 @@ from controlplane.approvals.services import (
     request_snapshot,
 )
 from controlplane.audit.models import AuditRecord
+from controlplane.vault.redact import MASK
 from tests.approvals.helpers import approver, open_approval
 
 pytestmark = pytest.mark.django_db

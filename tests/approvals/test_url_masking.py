@@ -3,8 +3,8 @@ the body preview (controlplane.vault.redact)."""
 
 import pytest
 
-from controlplane.approvals.services import MASK, request_snapshot
-from controlplane.vault.redact import url_for_record
+from controlplane.approvals.services import request_snapshot
+from controlplane.vault.redact import MASK, url_for_record
 from controlplane.vault.services import secret_set
 
 pytestmark = pytest.mark.django_db

@@ -28,6 +28,7 @@ def _openai(make_grant, secret, **fields):
 SCENARIOS = {
     "decide_allow": lambda c: _openai(c.make_grant, c.secret),
     "decide_allow_trace": lambda c: c.make_grant(trace=True),
+    "decide_allow_model_call": lambda c: c.make_grant(),
     "decide_allow_mcp": lambda c: c.make_grant(slug="mcp-search", host="mcp.example.com",
                                                mcp_tools=["search"]),
     "decide_allow_tunnel": lambda c: c.make_grant(slug="pinned", host="pinned.example.com", port=8443,
@@ -98,14 +99,14 @@ def _allowed(gateway, token, make_grant, **grant_fields):
     return gateway.decide(contract.load("decide_allow_trace", **{contract.TOKEN: token})["request"])
 
 
-OTHER_FIXTURES = ["outcome", "outcomes", "outcome_unknown", "outcome_settled", "trace", "abandon", "health",
-                  "unknown_field"]
+OTHER_FIXTURES = ["outcome", "outcome_usage", "outcomes", "outcome_unknown", "outcome_settled", "trace",
+                  "abandon", "health", "unknown_field"]
 
 
 @pytest.mark.parametrize("name", OTHER_FIXTURES)
 def test_other_fixtures(name, gateway, token, make_grant):
     substitutions = {contract.TOKEN: token}
-    if name in ("outcome", "outcomes", "outcome_settled", "trace"):
+    if name in ("outcome", "outcome_usage", "outcomes", "outcome_settled", "trace"):
         substitutions[contract.DECISION_ID] = _allowed(gateway, token, make_grant, trace=True)["decision_id"]
     if name == "abandon":
         make_grant(mode="ask")

@@ -84,6 +84,19 @@ def test_sentinels_in_place_of_secrets(worker, gateway_ca):
     assert spec["environment"]["ROSTER_SECRET_OPENAI"] == "sk-roster-sentinel"
 
 
+def test_the_agent_finds_its_model_in_settings_not_secrets(worker, gateway_ca, settings):
+    settings.ROSTER_AGENT_BASE_URL = "http://127.0.0.1:18091/v1"
+    settings.ROSTER_AGENT_MODEL = "roster-scripted"
+    settings.ROSTER_AGENT_MAX_TURNS = 7
+    run, _ = run_create(worker, command=["python3", "-m", "workers.agent", "task"])
+    _, spec = _spec(run, {"OPENAI_API_KEY": "sk-proj-sentinel"})
+    env = spec["environment"]
+    assert env["ROSTER_AGENT_BASE_URL"] == "http://127.0.0.1:18091/v1"
+    assert env["ROSTER_AGENT_MODEL"] == "roster-scripted" and env["ROSTER_AGENT_MAX_TURNS"] == "7"
+    assert env["ROSTER_AGENT_KEY_VARIABLE"] == "OPENAI_API_KEY"
+    assert env["OPENAI_API_KEY"] == "sk-proj-sentinel"
+
+
 def test_run_dirs_are_removed(worker, gateway_ca):
     run, _ = run_create(worker, command=["true"])
     _spec(run)

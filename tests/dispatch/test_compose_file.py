@@ -1,6 +1,7 @@
 """compose.yaml gives the dispatcher what its preflight needs, runs the decision API as its own service
-like scripts/up.sh, and starts the gateway like scripts/gateway-up.sh, pointed at that decision API (no
-compose here: the file is read as YAML and checked against those needs)."""
+like scripts/up.sh, and starts the gateway like scripts/gateway-up.sh, pointed at that decision API; and
+compose.box-host.yaml's worker and gateway are compose.yaml's. (The file is read as YAML here, fast and
+without Docker; tests/integration/compose brings both files up for real.)"""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ yaml = pytest.importorskip("yaml")
 @pytest.fixture(scope="module")
 def services() -> dict:
     return yaml.safe_load((procs.REPO / "compose.yaml").read_text())["services"]
+
+
+@pytest.fixture(scope="module")
+def box_host_services() -> dict:
+    return yaml.safe_load((procs.REPO / "compose.box-host.yaml").read_text())["services"]
 
 
 def _default(value: str) -> str:
@@ -113,9 +119,45 @@ def test_gateway_runs_like_gateway_up(services):
     assert "gateway_token" in gateway["secrets"]
     assert options["roster_control_plane"] == "http://127.0.0.1:8002"  # the decision API, not web
     assert options["roster_control_plane_also"] == "http://127.0.0.1:8000"
-    assert "127.0.0.1:8000:8000" in services["web"]["ports"]
+    assert _published(services["web"]) == {"8000": "8000"}
     worker_env = {k: _default(v) for k, v in services["celery-worker"]["environment"].items()}
     assert worker_env["ROSTER_GATEWAY_HEALTH_URL"].endswith(f":{options['roster_health_port']}/healthz")
     assert worker_env["ROSTER_GATEWAY_PORT"] == options["listen_port"]
     export_dir = options["roster_ca_cert_export"].rsplit("/", 1)[0]
     assert any(v.split(":")[1] == export_dir for v in gateway["volumes"])
+
+
+def _control_plane_at(value, host_var: str = "${ROSTER_CONTROL_PLANE_HOST:-127.0.0.1}"):
+    """compose.box-host.yaml's value with the control plane's address as compose.yaml's (host loopback)."""
+    if isinstance(value, dict):
+        return {k: _control_plane_at(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_control_plane_at(v) for v in value]
+    return value.replace(host_var, "127.0.0.1") if isinstance(value, str) else value
+
+
+def test_second_box_host_runs_compose_yaml_worker_and_gateway(services, box_host_services):
+    """The second box host's worker and gateway are compose.yaml's: same image, options, mounts and
+    privileges; they differ only in where the control plane is and in not waiting for its services."""
+    assert set(box_host_services) == {"celery-worker", "gateway"}
+    for name in ("celery-worker", "gateway"):
+        mine, theirs = dict(services[name]), _control_plane_at(dict(box_host_services[name]))
+        for key in set(mine) | set(theirs):
+            if key == "depends_on":
+                continue
+            expected = mine.get(key)
+            if name == "celery-worker" and key in ("command", "environment"):
+                # A box host must name its namespace (no default shared with the first host).
+                expected = _default_namespace_required(expected)
+            assert theirs.get(key) == expected, f"{name}.{key}"
+    assert box_host_services["celery-worker"]["depends_on"] == {"gateway": {"condition": "service_started"}}
+    assert "depends_on" not in box_host_services["gateway"]
+
+
+def _default_namespace_required(value):
+    required = "${ROSTER_BOX_NAMESPACE:?set ROSTER_BOX_NAMESPACE, one per box host}"
+    if isinstance(value, dict):
+        return {k: _default_namespace_required(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_default_namespace_required(v) for v in value]
+    return value.replace("${ROSTER_BOX_NAMESPACE:-roster}", required) if isinstance(value, str) else value

@@ -128,6 +128,35 @@ def test_boxes_of_ended_or_unknown_runs_are_removed_and_others_untouched(worker,
     assert leftover.removed and stranger.removed and not foreign.removed
 
 
+def test_runs_of_another_box_host_are_left_to_that_host(worker, engine):
+    """Two box hosts: this host's engine has no box for the other host's live runs, which is no sign
+    that they are gone; its own runs are still judged."""
+    theirs = _live(worker, Run.Status.RUNNING)
+    starting = _live(worker, Run.Status.STARTING, deadline_in=-1)
+    ours = _live(worker, Run.Status.RUNNING)
+    Run.objects.filter(pk__in=[theirs.pk, starting.pk]).update(box_host="other-host")
+    Run.objects.filter(pk=ours.pk).update(box_host="rsttest")
+    engine()
+    assert reaper.runs_reap()["failed"] == 1
+    assert Run.objects.get(pk=ours.pk).status == Run.Status.FAILED
+    assert Run.objects.get(pk=theirs.pk).status == Run.Status.RUNNING
+    assert Run.objects.get(pk=starting.pk).status == Run.Status.STARTING
+
+
+def test_runs_of_a_box_host_that_stopped_reconciling_are_failed_long_after_their_deadline(
+        worker, engine, settings):
+    settings.ROSTER_REAP_OTHER_HOST_GRACE_SECONDS = 60
+    abandoned = _live(worker, Run.Status.RUNNING, deadline_in=-120)
+    recent = _live(worker, Run.Status.RUNNING, deadline_in=-30)  # its own host may still collect it
+    Run.objects.filter(pk__in=[abandoned.pk, recent.pk]).update(box_host="gone-host")
+    engine()
+    assert reaper.runs_reap()["failed"] == 1
+    abandoned.refresh_from_db()
+    assert abandoned.status == Run.Status.FAILED and abandoned.token_hash is None
+    assert abandoned.status_reason == "box host gone-host stopped reconciling its runs"
+    assert Run.objects.get(pk=recent.pk).status == Run.Status.RUNNING
+
+
 def test_engine_down_changes_nothing(worker, monkeypatch):
     run = _live(worker, Run.Status.RUNNING)
 

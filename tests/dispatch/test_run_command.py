@@ -1,16 +1,23 @@
-"""`manage.py run …` without Docker: create, start's argument handling, list, logs, cancel, errors."""
+"""`manage.py run …` without Docker: start's argument handling, list, logs, cancel, errors; a closed pipe."""
 
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
+from django.utils import timezone
 
 from controlplane.dispatch import tasks
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_create, run_resolve_token, run_set_status
+from tests.support import procs
 
 
 def _cli(*args) -> tuple[str, str]:
@@ -26,14 +33,11 @@ def enqueued(monkeypatch):
     return sent
 
 
-def test_create_prints_the_id_and_a_live_token_once(worker):
-    out, _ = _cli("create", worker.name, "--proactive")
-    run_line, token_line = out.splitlines()
-    run = Run.objects.get(pk=int(run_line.split()[1]))
-    token = token_line.split()[1]
-    assert run.status == Run.Status.QUEUED and run.origin == Run.Origin.PROACTIVE
-    assert run_resolve_token(token).pk == run.pk
-    assert token not in str(Run.objects.filter(pk=run.pk).values().first())  # only the hash is stored
+def test_there_is_no_run_create(worker):
+    """A queued run without a box was dispatched by the reaper anyway; runs come from `run start`."""
+    with pytest.raises(CommandError, match="invalid choice: 'create'"):
+        _cli("create", worker.name)
+    assert not Run.objects.exists()
 
 
 def test_start_takes_everything_after_the_double_dash(worker, enqueued, django_capture_on_commit_callbacks):
@@ -45,8 +49,21 @@ def test_start_takes_everything_after_the_double_dash(worker, enqueued, django_c
     assert enqueued == [run.pk]
 
 
+def test_start_agent_runs_the_reference_agent_on_the_task(worker, enqueued, settings,
+                                                          django_capture_on_commit_callbacks):
+    settings.ROSTER_AGENT_BASE_URL, settings.ROSTER_AGENT_MODEL = "http://127.0.0.1:18091/v1", "scripted"
+    with django_capture_on_commit_callbacks(execute=True):
+        out, _ = _cli("start", worker.name, "--agent", "Summarise https://example.org; then stop")
+    run = Run.objects.get()
+    assert run.command == ["python3", "-m", "workers.agent", "--base-url", "http://127.0.0.1:18091/v1",
+                           "--model", "scripted", "--", "Summarise https://example.org; then stop"]
+    assert enqueued == [run.pk]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["start", "box-worker"], "give the command after --"),
+    (["start", "box-worker", "--agent", "task", "--", "true"], "either --agent TASK or a command"),
+    (["start", "box-worker", "--agent", "  "], "--agent needs a task"),
     (["start", "box-worker", "--timeout", "0", "--", "true"], "must be a positive number"),
     (["start", "nobody", "--", "true"], "no worker named 'nobody'"),
     (["wait", "999"], "no run 999"),
@@ -62,11 +79,48 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(worker, enqueued, args, 
 
 def test_list_logs_and_wait(worker):
     run, _ = run_create(worker, command=["echo", "hi"])
-    run_set_status(run.pk, Run.Status.SUCCEEDED, "", output="hi\n", exit_code=0)
+    started = timezone.now() - timedelta(seconds=75)
+    run_set_status(run.pk, Run.Status.SUCCEEDED, "", output="hi\n", exit_code=0, started_at=started,
+                   ended_at=started + timedelta(seconds=62))
     out, _ = _cli("list")
-    assert out == f"{run.pk}\tbox-worker\thuman\tsucceeded\techo hi\n"
+    header, row = out.splitlines()
+    assert header.split("\t") == ["ID", "WORKER", "ORIGIN", "STATUS", "STARTED (UTC)", "DURATION", "EXIT",
+                                   "REASON", "COMMAND"]
+    started_text = f"{started:%Y-%m-%d %H:%M:%S}"
+    assert row.split("\t") == [str(run.pk), "box-worker", "human", "succeeded", started_text, "1m02s", "0",
+                               "-", "echo hi"]
     assert _cli("logs", str(run.pk))[0] == "hi\n"
     assert _cli("wait", str(run.pk))[0] == f"run {run.pk}: succeeded\n"
+
+
+def test_list_is_newest_first_limited_and_one_line_per_run(worker):
+    hostile = ["sh", "-c", "echo one\nrm -rf / # \x1b[2J"]
+    runs = [run_create(worker, command=hostile if i == 2 else ["true", str(i)])[0] for i in range(3)]
+    run_set_status(runs[2].pk, Run.Status.FAILED, "dispatch failed:\nsecond line", exit_code=2)
+    runs[1].started_at = timezone.now() - timedelta(seconds=5)
+    Run.objects.filter(pk=runs[1].pk).update(status=Run.Status.RUNNING, started_at=runs[1].started_at)
+    out, _ = _cli("list", "--limit", "2")
+    rows = [line.split("\t") for line in out.splitlines()[1:]]
+    assert [int(r[0]) for r in rows] == [runs[2].pk, runs[1].pk]  # newest first, two of three
+    assert rows[0][6:] == ["2", "dispatch failed:\\nsecond line", "sh -c $'echo one\\nrm -rf / # \\x1b[2J'"]
+    assert "\x1b" not in out and rows[1][3] == "running" and rows[1][5].endswith("s+")
+    with pytest.raises(CommandError):
+        _cli("list", "--limit", "0")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_closed_pipe_is_not_a_traceback(worker, tmp_path):
+    """`manage.py run list | head -1` on many runs: the reader goes away mid-output."""
+    for i in range(2000):
+        run_create(worker, command=["true", str(i)])
+    db = connection.settings_dict["NAME"]
+    script = (f"{sys.executable} manage.py run list --limit 2000 | head -n 1; "
+              f"{sys.executable} manage.py approval list | head -n 0; echo \"status=${{PIPESTATUS[0]}}\"")
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{db}", "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(["bash", "-c", script], cwd=procs.REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.startswith("ID\tWORKER") and done.stdout.count("\n") == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
 
 
 def test_wait_gives_up_on_a_live_run(worker, settings):
@@ -84,9 +138,9 @@ def test_logs_say_when_output_was_truncated(worker):
 
 
 def test_cancel_a_queued_run_revokes_its_token(worker, monkeypatch):
-    from controlplane.dispatch import services
+    from controlplane.dispatch import cancelling
 
-    monkeypatch.setattr(services, "docker_client", lambda: pytest.fail("no box to kill"))
+    monkeypatch.setattr(cancelling, "docker_client", lambda: pytest.fail("no box to kill"))
     run, token = run_create(worker, command=["true"])
     out, _ = _cli("cancel", str(run.pk))
     assert out == f"run {run.pk}: cancelled (cancelled by command line)\n"

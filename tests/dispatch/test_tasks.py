@@ -1,4 +1,5 @@
-"""The Celery tasks are thin: they call services with ids (the real queue is in tests/integration/boxes)."""
+"""The run lifecycle's Celery tasks are thin: they call the worker side and the reaper with ids (the
+real queue is in tests/integration/boxes)."""
 
 from __future__ import annotations
 
@@ -23,15 +24,7 @@ def test_reap_runs_reconciles_and_offers_lost_dispatches_again(worker, monkeypat
     assert sent == [lost.pk]
 
 
-def test_expire_approvals_calls_the_approvals_service(monkeypatch):
-    from controlplane.approvals import services
-
-    monkeypatch.setattr(services, "approval_expire_due", lambda now=None: 3)
-    assert tasks.expire_approvals() == 3
-
-
 def test_dispatch_task_is_acked_late():
     assert tasks.dispatch_run.acks_late is True
     assert tasks.dispatch_run.name == "controlplane.dispatch.tasks.dispatch_run"
     assert tasks.reap_runs.name == "controlplane.dispatch.tasks.reap_runs"
-    assert tasks.expire_approvals.name == "controlplane.dispatch.tasks.expire_approvals"

@@ -104,3 +104,20 @@ def test_hostile_but_valid_shapes_are_denied_not_errors(gateway, token, make_gra
                    {"host": "api.openai.com\x00.evil"}, {"path": "no-leading-slash"}):
         answer = gateway.decide(decide_body(token, **change))
         assert answer["verdict"] in ("allow", "deny") and answer["status"] in (200, 403)
+
+
+@pytest.mark.parametrize("change,field", [({"path": "/" + "a" * 100_000}, "path"),
+                                          ({"headers": [["a", "b"]] * 1000}, "headers"),
+                                          ({"token": "rt_SECRET-LOOKING-" + "a" * 5000}, "token")],
+                         ids=["path", "headers", "token"])
+def test_a_422_names_the_field_and_rule_only(gateway, token, change, field):
+    """No framework `loc` shapes (body / parameter names), and never the input itself."""
+    body = decide_body(token)
+    body.update(change)
+    response = gateway.post(DECIDE, body)
+    assert response.status_code == 422
+    answer = response.json()
+    assert answer["detail"] == "invalid request"
+    assert [f.split(":")[0] for f in answer["fields"]] == [field]
+    assert "loc" not in response.text and '"body"' not in response.text
+    assert "SECRET-LOOKING" not in response.text and "aaaa" not in response.text

@@ -52,7 +52,7 @@ def concurrently(fn, items, threads: int) -> list:
     return results
 
 
-def decide(worker_name: str, decision_id: str) -> bool:
+def decide(worker_name: str, decision_id: str, model_call=None) -> bool:
     """One governed call the way the decision path does it: reserve, then the decision's audit record,
     both in one transaction. Returns whether it was allowed."""
     from django.db import transaction
@@ -65,11 +65,30 @@ def decide(worker_name: str, decision_id: str) -> bool:
     worker = Worker.objects.get(name=worker_name)
     with transaction.atomic():
         result = reserve(worker=worker, run=None, grant_slug="g", decision_id=decision_id, cost_micro=1,
-                         origin="proactive")
+                         origin="proactive", model_call=model_call)
         allowed = isinstance(result, Reservation)
         audit_append("decision", {"decision_id": decision_id}, worker=worker_name,
                      verdict="allow" if allowed else "deny", reason="" if allowed else "over_budget")
     return allowed
+
+
+def model_call(worker_name: str, decision_id: str, *, input_estimate: int = 50, max_output: int = 100,
+               used_output: int = 40, stream_seconds: float = 0.0) -> bool:
+    """One model call the way the gateway and decision path do it: reserve the worst case with the
+    decision, "stream" for a while with nothing held, then settle the usage the response reported."""
+    import time
+
+    from controlplane.ledger.services import settle
+    from controlplane.ledger.types import ModelCallFacts, TokenUsage
+
+    facts = ModelCallFacts(api="chat", model="gpt-test", stream=True, max_output_tokens=max_output, choices=1,
+                           input_estimate=input_estimate)
+    if not decide(worker_name, decision_id, model_call=facts):
+        return False
+    time.sleep(stream_seconds)
+    settle(decision_id, 10, 100, TokenUsage(known=True, model="gpt-test", input=input_estimate // 2,
+                                             output=used_output))
+    return True
 
 
 def append(tag: str) -> None:
@@ -83,7 +102,7 @@ def append(tag: str) -> None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("action", choices=["reserve", "append", "totals"])
+    parser.add_argument("action", choices=["reserve", "model", "append", "totals"])
     parser.add_argument("--worker", default="")
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
@@ -98,6 +117,9 @@ def main(argv: list[str]) -> int:
     items = [f"{args.prefix}-{i}" for i in range(args.count)]
     if args.action == "reserve":
         allowed = sum(concurrently(lambda d: decide(args.worker, d), items, args.threads))
+        print(json.dumps({"allowed": allowed, "denied": args.count - allowed}))
+    elif args.action == "model":
+        allowed = sum(concurrently(lambda d: model_call(args.worker, d), items, args.threads))
         print(json.dumps({"allowed": allowed, "denied": args.count - allowed}))
     else:
         concurrently(append, items, args.threads)

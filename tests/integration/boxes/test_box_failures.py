@@ -6,7 +6,7 @@ from __future__ import annotations
 import docker
 import pytest
 
-from controlplane.dispatch import box, services
+from controlplane.dispatch import box, running
 from controlplane.dispatch.engine import box_name
 from controlplane.dispatch.rundirs import run_dirs_path
 from controlplane.fleet.models import Run
@@ -25,7 +25,7 @@ def test_failure_after_the_box_started_cleans_up(stack, docker_client, monkeypat
 
     monkeypatch.setattr(box, "box_watch", broken_watch)
     run, _ = run_create(worker_create("doomed-worker"), command=["sleep", "30"], timeout_seconds=60)
-    services.run_dispatch(run.pk)
+    running.run_dispatch(run.pk)
     run.refresh_from_db()
     assert seen["container"] and seen["dirs"]  # the box really existed
     assert run.status == Run.Status.FAILED
@@ -38,7 +38,7 @@ def test_failure_after_the_box_started_cleans_up(stack, docker_client, monkeypat
 
 def test_command_not_found_is_a_failed_run(stack, docker_client):
     run, _ = run_create(worker_create("typo-worker"), command=["definitely-not-installed"])
-    services.run_dispatch(run.pk)
+    running.run_dispatch(run.pk)
     run.refresh_from_db()
     assert (run.status, run.exit_code) == (Run.Status.FAILED, 127)
     assert "command not found: definitely-not-installed" in run.output

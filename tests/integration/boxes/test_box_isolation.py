@@ -13,7 +13,7 @@ import docker
 import httpx
 import pytest
 
-from controlplane.dispatch.services import run_dispatch
+from controlplane.dispatch.running import run_dispatch
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_create, run_set_status, worker_create
 from controlplane.policy.models import Grant

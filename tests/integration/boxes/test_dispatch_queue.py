@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 
 from controlplane.audit.models import AuditRecord
 from controlplane.dispatch.engine import box_name
-from controlplane.dispatch.services import run_start
+from controlplane.dispatch.starting import run_start
 from controlplane.dispatch.tasks import dispatch_run
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_create, worker_create

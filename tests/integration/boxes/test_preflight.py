@@ -10,7 +10,7 @@ import docker
 import pytest
 
 from controlplane.dispatch.engine import box_name
-from controlplane.dispatch.services import run_dispatch
+from controlplane.dispatch.running import run_dispatch
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_create, worker_create
 from tests.support import procs

@@ -4,8 +4,10 @@ serving the test database, a real mitmdump with the addon, and local upstreams o
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
+import socket
 import ssl
 import time
 from dataclasses import dataclass
@@ -134,3 +136,34 @@ def extra_gateway(control_plane_url: str, tmp: Path, **kwargs):
     """A second gateway with other options (closed vetting, a dead control plane, ...)."""
     with gateway_process(control_plane_url, GATEWAY_SERVICE_TOKEN, tmp, **kwargs) as gw:
         yield gw
+
+
+# --- raw proxy requests, for shapes an HTTP client would never send ---
+def proxy_auth(token: str) -> str:
+    return "Basic " + base64.b64encode(f"run:{token}".encode()).decode()
+
+
+def read_response(sock) -> tuple[int, bytes]:
+    sock.settimeout(10)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head else 0
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")[1:]
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return status, rest
+
+
+def raw_request(gateway, request: bytes) -> tuple[int, bytes]:
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
+        sock.sendall(request)
+        return read_response(sock)

@@ -132,3 +132,19 @@ def test_a_broken_response_quoting_the_secret_never_reaches_the_box(stack, token
     for form in _forms(SECRET_VALUE):
         assert form not in response
     assert SECRET_VALUE not in stack.gateway.log_text()
+
+
+@pytest.mark.parametrize("endpoint", ["/echo-escaped-json", "/echo-escaped-html", "/echo-escaped-hex",
+                                      "/echo-utf16"])
+def test_an_echo_escaped_character_by_character_is_withheld(stack, run_token, secret, endpoint):
+    run, token = run_token
+    grant("echo-escaped", stack.http, secret=secret, inject_header="authorization",
+          inject_format="Bearer {secret}")
+    response = raw_exchange(stack.gateway, token, stack.http.url(endpoint), {})
+    assert stack.http.requests[0]["headers"]["authorization"] == f"Bearer {SECRET_VALUE}"
+    assert response.startswith(b"HTTP/1.1 502"), response[:200]
+    assert b"policy_error" in response
+    for text in (SECRET_VALUE, f"Bearer {SECRET_VALUE}"):
+        for form in (text.encode(), text.encode("utf-16-le"), "".join(f"&#{ord(c)};" for c in text).encode(),
+                     "".join(f"\\u{ord(c):04x}" for c in text).encode()):
+            assert form not in response

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import socket
 import ssl
@@ -10,39 +9,12 @@ import ssl
 import pytest
 
 from tests.integration.gateway.conftest import box_client, deny_body, extra_gateway, grant
+from tests.integration.gateway.conftest import proxy_auth as _auth
+from tests.integration.gateway.conftest import raw_request as _raw
+from tests.integration.gateway.conftest import read_response as _read_response
 from tests.integration.gateway.upstreams import SilentServer
 
 pytestmark = pytest.mark.integration
-
-
-def _auth(token: str) -> str:
-    return "Basic " + base64.b64encode(f"run:{token}".encode()).decode()
-
-
-def _read_response(sock) -> tuple[int, bytes]:
-    sock.settimeout(10)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1]) if head else 0
-    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")[1:]
-                   if line.lower().startswith(b"content-length:")), 0)
-    while len(rest) < length:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        rest += chunk
-    return status, rest
-
-
-def _raw(gateway, request: bytes) -> tuple[int, bytes]:
-    with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
-        sock.sendall(request)
-        return _read_response(sock)
 
 
 def _reason(body: bytes) -> str:

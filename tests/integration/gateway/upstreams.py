@@ -128,6 +128,14 @@ def _handler(upstream: Upstream):
                 self.end_headers()
                 self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
                 return
+            escaped = {"/echo-escaped-json": lambda t: "".join(f"\\u{ord(c):04x}" for c in t).encode(),
+                       "/echo-escaped-html": lambda t: "".join(f"&#{ord(c)};" for c in t).encode(),
+                       "/echo-escaped-hex": lambda t: "".join(f"&#x{ord(c):X};" for c in t).encode(),
+                       "/echo-utf16": lambda t: t.encode("utf-16")}
+            for prefix, encode in escaped.items():
+                if self.path.startswith(prefix):
+                    # Every character escaped (or the whole text re-encoded): what no list of forms covers.
+                    payload = b'{"echo": "' + encode(auth) + b'"}'
             encoding = None
             if self.path.startswith("/echo-gzip"):
                 payload, encoding = gzip.compress(payload), "gzip"
@@ -143,6 +151,8 @@ def _handler(upstream: Upstream):
             self.wfile.write(payload)
 
         do_GET = do_POST = do_PUT = do_DELETE = _record  # noqa: N815 - http.server's naming
+        # Methods in other cases reach a case-sensitive upstream as sent: record them too.
+        do_get = do_Get = do_post = do_delete = do_dElEtE = _record  # noqa: N815
 
         def log_message(self, *args):
             pass

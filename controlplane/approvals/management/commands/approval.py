@@ -1,15 +1,41 @@
-"""`approval list [--status S]`, `approval decide ID approve|refuse --user NAME`: the local approval
-path (seed 002 §3). The named user must hold approvals.decide_approval; recorded with channel "cli"."""
+"""`approval list [--status S] [--limit N]`, `approval decide ID approve|refuse --user NAME`: the local
+approval path. The named user must hold approvals.decide_approval; recorded with channel "cli".
 
-import json
+`approval list` shows what the queue page's card shows (the same masking: credential headers masked,
+sentinels named, hidden characters escaped), one field per line, every line free of terminal controls."""
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.approvals.models import Approval
-from controlplane.approvals.selectors import approval_list
 from controlplane.approvals.services import ApprovalClosed, approval_decide
+from controlplane.core.terminal import one_line
+from controlplane.web.selectors import ApprovalCard, approval_cards
+
+BODY_PREVIEW_CHARS = 400
+HEADER_VALUE_CHARS = 200
+
+
+def card_lines(card: ApprovalCard) -> list[str]:
+    """One approval as an approver needs it, as on the web card."""
+    if card.status == Approval.Status.PENDING:
+        state = f"pending, {card.seconds_left} s left (expires {card.expires_at:%H:%M:%S} UTC)"
+    else:
+        by = f" by {card.decided_by}" if card.decided_by else ""
+        state = f"{card.status}{by}" + (f" ({card.channel})" if card.channel else "")
+    lines = [f"approval {card.id}: {state}",
+             f"  request  {one_line(card.method, 16)} {one_line(card.url, 300)}",
+             f"  worker   {card.worker}, run {card.run_id} (taint {card.taint}"
+             f"{', has read UNTRUSTED input' if card.untrusted else ''})",
+             f"  grant    {card.grant_slug or '-'}"]
+    lines += [f"  header   {one_line(name, 80)}: {one_line(value, HEADER_VALUE_CHARS)}"
+              for name, value in card.headers]
+    size = "" if card.body_size is None else f"{card.body_size} bytes"
+    digest = f", sha256 {card.body_sha256[:16]}…" if card.body_sha256 else ""
+    preview = one_line(card.body_preview, BODY_PREVIEW_CHARS) if card.body_preview else "(empty)"
+    lines.append(f"  body     ({size or 'size unknown'}{digest}) {preview}")
+    return lines
 
 
 class Command(BaseCommand):
@@ -19,6 +45,7 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action", required=True)
         lister = sub.add_parser("list", help="list approvals, newest first")
         lister.add_argument("--status", choices=Approval.Status.values)
+        lister.add_argument("--limit", type=int, default=50, help="at most this many, newest first")
         decide = sub.add_parser("decide", help="approve or refuse a pending approval")
         decide.add_argument("approval_id")
         decide.add_argument("choice", choices=["approve", "refuse"])
@@ -26,13 +53,12 @@ class Command(BaseCommand):
 
     def handle(self, *args, action, **options):
         if action == "list":
-            for a in approval_list(status=options.get("status")):
-                req = a.request
-                self.stdout.write(
-                    f"{a.pk}\t{a.status}\t{a.run.worker.name}\trun {a.run_id}\t{a.grant_slug}\t"
-                    f"{json.dumps(req.get('method'))} {json.dumps(req.get('url'))}\t"
-                    f"expires {a.expires_at:%H:%M:%S}"
-                )
+            cards = approval_cards(status=options.get("status"), limit=options["limit"])
+            if not cards:
+                status = options.get("status")
+                self.stdout.write("no approvals" + (f" with status {status}" if status else ""))
+            for card in cards:
+                self.stdout.write("\n".join(card_lines(card)))
             return
         try:
             user = get_user_model().objects.get(username=options["user"])

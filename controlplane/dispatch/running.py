@@ -1,14 +1,15 @@
-"""Starting, dispatching, cancelling and finishing runs. Every state change goes through
-controlplane.fleet.services.run_set_status (audited), except the claim, which must be a conditional
-UPDATE so two deliveries of one dispatch can never both start a box; it writes its own audit record in
-the same transaction."""
+"""Running a run, the worker side (a Celery worker's dispatch task): claim it, check the ground, start
+its box, mark it running, watch the box to the end, finish the run, clean up. Every state change goes
+through controlplane.fleet.services.run_set_status (audited), except the claim, which must be a
+conditional UPDATE so two deliveries of one dispatch can never both start a box; it writes its own
+audit record in the same transaction."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import docker
 import requests
@@ -18,45 +19,15 @@ from django.utils import timezone
 
 from controlplane.audit.services import audit_append
 from controlplane.dispatch import box, preflight
-from controlplane.dispatch.engine import box_name, docker_client
+from controlplane.dispatch.budget import budget_refusal
+from controlplane.dispatch.engine import docker_client
 from controlplane.dispatch.rundirs import run_dirs_create, run_dirs_remove
 from controlplane.dispatch.sentinels import sentinel_environment
-from controlplane.fleet.models import Run, Worker
-from controlplane.fleet.services import RunStateError, run_create, run_set_status
+from controlplane.fleet.models import Run
+from controlplane.fleet.services import RunStateError, run_set_status
 from controlplane.fleet.tokens import token_new
 
 log = logging.getLogger(__name__)
-
-
-def budget_refusal(worker: Worker) -> str:
-    """Why a proactive run of this worker must not start (a cap is reached), or ""."""
-    from controlplane.ledger.selectors import exceeded_caps
-
-    caps = exceeded_caps(worker)
-    if not caps:
-        return ""
-    parts = [f"{c.scope} {c.unit}/{c.window} {c.spent}/{c.limit}" for c in caps]
-    return "over budget: " + ", ".join(parts)
-
-
-def run_start(worker: Worker, command, *, proactive: bool = False, timeout: int | None = None,
-              filed_by=None) -> Run:
-    """Record a run and queue its dispatch. Budgets gate proactive runs only (invariant 8): a proactive run
-    over a cap is recorded as refused; a run a human filed always goes ahead."""
-    from controlplane.dispatch.tasks import dispatch_run
-
-    origin = Run.Origin.PROACTIVE if proactive else Run.Origin.HUMAN
-    # The token minted here is dropped: the box gets a fresh one when its dispatch claims the run, so no
-    # usable credential ever passes through the broker.
-    run, _ = run_create(worker, origin=origin, filed_by=filed_by, command=list(command),
-                        timeout_seconds=timeout)
-    if proactive:
-        refusal = budget_refusal(worker)
-        if refusal:
-            return run_set_status(run.pk, Run.Status.REFUSED, refusal)
-    # robust: if the broker is down the run stays queued and the reaper offers it again later.
-    transaction.on_commit(lambda: dispatch_run.delay(run.pk), robust=True)
-    return run
 
 
 def run_claim(run_id: int) -> tuple[Run, str] | None:
@@ -67,6 +38,7 @@ def run_claim(run_id: int) -> tuple[Run, str] | None:
     with transaction.atomic():
         claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
             status=Run.Status.STARTING, status_reason="", token_hash=hashed, deadline=grace,
+            box_host=settings.ROSTER_BOX_NAMESPACE,
         )
         if not claimed:
             return None
@@ -80,8 +52,20 @@ def run_claim(run_id: int) -> tuple[Run, str] | None:
     return run, raw
 
 
+def run_mark_running(run_id: int, *, started_at: datetime, deadline: datetime, image_id: str,
+                     container_id: str) -> Run | None:
+    """starting -> running, once its box is up; None if the run ended meanwhile (a cancel or the
+    reaper), and then its box must go."""
+    return _run_set_unless_ended(run_id, Run.Status.RUNNING, "", started_at=started_at, deadline=deadline,
+                                 image_id=image_id, container_id=container_id)
+
+
 def run_end(run_id: int, status: str, reason: str = "", **fields) -> Run | None:
     """End a run unless it already ended (a cancel or the reaper won the race). Ending revokes its token."""
+    return _run_set_unless_ended(run_id, status, reason, **fields)
+
+
+def _run_set_unless_ended(run_id: int, status: str, reason: str, **fields) -> Run | None:
     try:
         return run_set_status(run_id, status, reason, **fields)
     except RunStateError:
@@ -145,15 +129,17 @@ def run_dispatch(run_id: int) -> None:
         kwargs = box.box_create_kwargs(run, image_id=image_id, network=network, token=token, dirs=dirs,
                                        sentinels=sentinel_environment(run.worker))
         container = client.containers.create(**kwargs)
+        collector = box.box_output_collector(container)  # before start: no output can be missed
         container.start()
         started = timezone.now()
         log.info("run %s: box up %.0f ms after claim", run_id, 1000 * (time.monotonic() - claimed_at))
         deadline = started + timedelta(seconds=run.timeout_seconds)
-        if run_end(run_id, Run.Status.RUNNING, "", started_at=started, deadline=deadline,
-                   image_id=image_id, container_id=container.id) is None:
+        if run_mark_running(run_id, started_at=started, deadline=deadline, image_id=image_id,
+                            container_id=container.id) is None:
             log.info("run %s ended while its box was starting; removing the box", run_id)
+            collector.stop()
             return
-        outcome = box.box_watch(container, deadline)
+        outcome = box.box_watch(container, deadline, collector=collector)
         box.box_remove(client, run_id)  # gone before the run reads as ended
         run_finish(run_id, outcome)
     except Exception as exc:
@@ -164,14 +150,3 @@ def run_dispatch(run_id: int) -> None:
             with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
                 box.box_remove(client, run_id)
         run_dirs_remove(run_id)
-
-
-def run_cancel(run_id: int, *, by: str = "") -> Run:
-    """Cancel a live run: its token dies with the status change; its box, if any, is killed."""
-    had_box = Run.objects.filter(pk=run_id, status__in=[Run.Status.STARTING, Run.Status.RUNNING]).exists()
-    run = run_set_status(run_id, Run.Status.CANCELLED, f"cancelled by {by}" if by else "cancelled")
-    if had_box:
-        # A box still being created is removed by its dispatcher, which finds the run ended.
-        with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
-            docker_client().containers.get(box_name(run_id)).kill()
-    return run

@@ -1,7 +1,8 @@
-"""Starting and cancelling runs from the Run admin. Hooked into controlplane.fleet.admin.RunAdmin with
-`install(RunAdmin)`: two changelist actions (cancel, start again) and a "start a run" form at
-admin/fleet/run/start/. Starting needs fleet.add_run, cancelling fleet.change_run (Admins have both);
-a run started here is filed by the signed-in person, so budgets never hold it back (invariant 8)."""
+"""Starting and cancelling runs from the Run admin. Installed into controlplane.fleet.admin.RunAdmin when
+the admin discovers this app (fleet knows nothing of dispatch): two changelist actions (cancel, start
+again) and a "start a run" form at admin/fleet/run/start/. Starting needs fleet.add_run, cancelling
+fleet.change_run (Admins have both); a run started here is filed by the signed-in person, so budgets
+never hold it back (budgets gate proactive runs only)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from controlplane.core.errors import RosterError
-from controlplane.dispatch.services import run_cancel, run_start
+from controlplane.dispatch.cancelling import run_cancel
+from controlplane.dispatch.starting import run_start
+from controlplane.fleet.admin import RunAdmin
 from controlplane.fleet.models import Run, Worker
 
 
@@ -102,3 +105,6 @@ def install(admin_class) -> None:
         return [start, *original_get_urls(self)]
 
     admin_class.get_urls = get_urls
+
+
+install(RunAdmin)

@@ -1,11 +1,14 @@
-"""`run create|start|wait|logs|list|cancel`: runs from the command line.
+"""`run start|wait|logs|list|cancel`: runs from the command line.
 
-    run create WORKER [--proactive]                       record only; prints the id and the raw token once
     run start WORKER [--proactive] [--timeout S] -- COMMAND ARGS…
+    run start WORKER --agent "TASK" [--proactive] [--timeout S]   the reference agent (workers/agent)
     run wait ID [--timeout S]                             exit status 0 only if the run succeeded
     run logs ID
-    run list [--worker NAME] [--status STATUS] [--limit N]
+    run list [--worker NAME] [--status STATUS] [--limit N]   newest first, one line per run
     run cancel ID
+
+There is no `run create`: a run exists to be dispatched into a box, and a queued run without one was
+dispatched by the reaper anyway (its token then died with it). Tests create runs with the service.
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from controlplane.core.errors import RosterError
-from controlplane.dispatch.services import run_cancel, run_start
+from controlplane.core.terminal import one_line, shell_line
+from controlplane.dispatch.box import agent_command
+from controlplane.dispatch.cancelling import run_cancel
+from controlplane.dispatch.starting import run_start
 from controlplane.fleet.models import Run, Worker
 from controlplane.fleet.selectors import run_get, run_list, worker_get
-from controlplane.fleet.services import run_create
 
 
 def _worker(name: str) -> Worker:
@@ -43,6 +49,32 @@ _TERMINAL_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 def _inert(text: str) -> str:
     return _TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+LIST_COLUMNS = ("ID", "WORKER", "ORIGIN", "STATUS", "STARTED (UTC)", "DURATION", "EXIT", "REASON", "COMMAND")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError(text)
+    return value
+
+
+def _duration(run: Run) -> str:
+    if run.started_at is None:
+        return "-"
+    seconds = int(((run.ended_at or timezone.now()) - run.started_at).total_seconds())
+    text = f"{seconds // 3600}h{seconds % 3600 // 60:02d}m{seconds % 60:02d}s" if seconds >= 3600 else (
+        f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s")
+    return text + ("+" if run.ended_at is None else "")  # still going
+
+
+def _list_row(run: Run) -> list[str]:
+    started = f"{run.started_at:%Y-%m-%d %H:%M:%S}" if run.started_at else "-"
+    exit_code = "-" if run.exit_code is None else str(run.exit_code)
+    return [str(run.pk), run.worker.name, run.origin, run.status, started, _duration(run), exit_code,
+            one_line(run.status_reason, 80) or "-", shell_line(run.command) or "-"]
 
 
 def _line(run: Run) -> str:
@@ -77,13 +109,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
-        create = sub.add_parser("create", help="record a run without starting a box")
-        create.add_argument("worker")
-        create.add_argument("--proactive", action="store_true")
         start = sub.add_parser("start", help="start a run in a box")
         start.add_argument("worker")
         start.add_argument("--proactive", action="store_true", help="not filed by a human: budgets gate it")
         start.add_argument("--timeout", type=int, default=None, help="seconds before the box is killed")
+        start.add_argument("--agent", metavar="TASK", default=None,
+                           help="run the reference agent (python3 -m workers.agent) on this task")
         start.add_argument("command", nargs="*", help="-- COMMAND ARGS…")
         wait = sub.add_parser("wait", help="wait for a run to end")
         wait.add_argument("id", type=int)
@@ -93,7 +124,7 @@ class Command(BaseCommand):
         listing = sub.add_parser("list", help="list runs, newest first")
         listing.add_argument("--worker", default=None)
         listing.add_argument("--status", default=None, choices=Run.Status.values)
-        listing.add_argument("--limit", type=int, default=50)
+        listing.add_argument("--limit", type=_positive, default=50, help="at most this many (newest first)")
         cancel = sub.add_parser("cancel", help="cancel a live run")
         cancel.add_argument("id", type=int)
 
@@ -103,13 +134,13 @@ class Command(BaseCommand):
         except RosterError as exc:
             raise CommandError(str(exc)) from exc
 
-    def do_create(self, *, worker, proactive, **_):
-        origin = Run.Origin.PROACTIVE if proactive else Run.Origin.HUMAN
-        run, raw = run_create(_worker(worker), origin=origin)
-        self.stdout.write(f"run {run.pk}")
-        self.stdout.write(f"token {raw}")  # shown once; only its SHA-256 is kept
-
-    def do_start(self, *, worker, proactive, timeout, command, **_):
+    def do_start(self, *, worker, proactive, timeout, command, agent=None, **_):
+        if agent is not None:
+            if command:
+                raise CommandError("give either --agent TASK or a command after --, not both")
+            if not agent.strip():
+                raise CommandError("--agent needs a task")
+            command = agent_command(agent)
         if not command:
             raise CommandError("give the command after --, e.g. run start WORKER -- python3 -m agent")
         if timeout is not None and timeout <= 0:
@@ -137,9 +168,9 @@ class Command(BaseCommand):
 
     def do_list(self, *, worker, status, limit, **_):
         runs = run_list(worker=_worker(worker) if worker else None, status=status, limit=limit)
+        self.stdout.write("\t".join(LIST_COLUMNS))
         for run in runs:
-            command = " ".join(run.command)[:60]
-            self.stdout.write(f"{run.pk}\t{run.worker.name}\t{run.origin}\t{run.status}\t{command}")
+            self.stdout.write("\t".join(_list_row(run)))
 
     def do_cancel(self, *, id, **_):
         _run(id)

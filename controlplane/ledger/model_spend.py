@@ -1,0 +1,125 @@
+"""Model calls on the ledger: price a call's worst case before it is forwarded (input estimate plus its
+maximum output at the output price), and settle the usage the gateway read from the response, releasing
+the rest. Usage that could not be read settles at the reserved worst case and is flagged.
+
+Release and settle lines carry the reservation's time, so a call's spend always falls in the window it
+was reserved in (a call crossing midnight never leaves a negative day behind)."""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass
+
+from django.db import connection
+
+from controlplane.ledger.models import ModelCallReservation, ModelPrice, SpendLine, Unit
+from controlplane.ledger.types import ModelCallFacts, TokenUsage
+
+MILLION = 1_000_000
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """What a model call reserves. `unbounded` names why its worst case cannot be bounded (then any
+    token or money cap refuses it)."""
+
+    model: str
+    price: ModelPrice | None
+    input_estimate: int
+    max_output: int
+    tokens: int
+    micro: int
+    unbounded: str = ""
+
+
+def price_for(model: str) -> ModelPrice | None:
+    """An exact pattern wins; otherwise the longest glob that matches (ties: the lowest id)."""
+    best = None
+    for price in ModelPrice.objects.order_by("id"):
+        if price.pattern == model:
+            return price
+        longer = best is None or len(price.pattern) > len(best.pattern)
+        if longer and fnmatch.fnmatchcase(model, price.pattern):
+            best = price
+    return best
+
+
+def _micro(input_tokens: int, cached: int, output: int, rates: tuple[int, int, int]) -> int:
+    in_rate, cached_rate, out_rate = rates
+    total = (input_tokens - cached) * in_rate + cached * cached_rate + output * out_rate
+    return math.ceil(total / MILLION)  # never round a bill down
+
+
+def plan(call: ModelCallFacts) -> ModelPlan:
+    price = price_for(call.model)
+    max_output = call.max_output_tokens or (price.max_output_tokens if price else 0)
+    if price is not None and call.max_output_tokens:
+        max_output = min(call.max_output_tokens, price.max_output_tokens)  # the ceiling bounds any ask
+    max_output *= call.choices
+    unbounded = ""
+    if price is None:
+        unbounded = f"no price is configured for model {call.model[:80]!r}"
+    micro = 0
+    if price is not None:
+        worst_in = max(price.input_micro_per_million, price.cached_input_micro_per_million)
+        micro = _micro(call.input_estimate, 0, max_output, (worst_in, 0, price.output_micro_per_million))
+    return ModelPlan(model=call.model, price=price, input_estimate=call.input_estimate, max_output=max_output,
+                     tokens=call.input_estimate + max_output, micro=micro, unbounded=unbounded)
+
+
+def record_reservation(decision_id: str, plan_: ModelPlan, created_at) -> None:
+    price = plan_.price
+    ModelCallReservation.objects.create(
+        decision_id=decision_id, model=plan_.model[:200], price_pattern=price.pattern if price else "",
+        input_micro_per_million=price.input_micro_per_million if price else 0,
+        cached_input_micro_per_million=price.cached_input_micro_per_million if price else 0,
+        output_micro_per_million=price.output_micro_per_million if price else 0,
+        input_estimate=plan_.input_estimate, max_output=plan_.max_output, tokens=plan_.tokens,
+        micro=plan_.micro, created_at=created_at)
+
+
+def _rates(reservation: ModelCallReservation) -> tuple[int, int, int]:
+    return (reservation.input_micro_per_million, reservation.cached_input_micro_per_million,
+            reservation.output_micro_per_million)
+
+
+_INSERT_LINE_SQL = (f"INSERT INTO {SpendLine._meta.db_table} (worker_id, run_id, grant_slug, decision_id, "
+                    "kind, unit, amount, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
+
+
+def settle_model_call(decision_id: str, usage: TokenUsage | None, *, worker_id: int, run_id: int | None,
+                      grant_slug: str) -> dict | None:
+    """Release the call's reservation and settle what it used; returns the audit details (None when the
+    decision was not a model call). Call inside the settle's transaction."""
+    reservation = ModelCallReservation.objects.filter(decision_id=decision_id).first()
+    if reservation is None:
+        return None
+    flagged = usage is None or not usage.known
+    if flagged:
+        tokens, micro = reservation.tokens, reservation.micro
+        problem = usage.problem if usage is not None else "no usage reported"
+    else:
+        tokens = usage.input + usage.output
+        micro = _micro(usage.input, usage.cached_input, usage.output, _rates(reservation))
+        problem = usage.problem
+    when = connection.ops.adapt_datetimefield_value(reservation.created_at)
+    common = [worker_id, run_id, grant_slug, decision_id]
+    lines = [[*common, SpendLine.Kind.RELEASE, Unit.TOKENS, -reservation.tokens, when],
+             [*common, SpendLine.Kind.SETTLE, Unit.TOKENS, tokens, when]]
+    if reservation.micro or micro:
+        lines += [[*common, SpendLine.Kind.RELEASE, Unit.MICRO, -reservation.micro, when],
+                  [*common, SpendLine.Kind.SETTLE, Unit.MICRO, micro, when]]
+    with connection.cursor() as cur:
+        cur.executemany(_INSERT_LINE_SQL, lines)
+    details = {"model": reservation.model, "price": reservation.price_pattern or None,
+               "reserved_tokens": reservation.tokens, "reserved_micro": reservation.micro,
+               "tokens": tokens, "micro": micro, "usage": "worst_case" if flagged else "reported",
+               "flagged": flagged}
+    if usage is not None:
+        details.update({"reported_model": usage.model[:200], "input": usage.input,
+                        "cached_input": usage.cached_input, "output": usage.output,
+                        "reasoning": usage.reasoning})
+    if problem:
+        details["problem"] = problem[:200]
+    return details

@@ -1,0 +1,96 @@
+"""Streamed responses pass through as they arrive. An allowed flow whose response is an event stream
+(SSE) is not buffered: each piece the upstream sends goes on to the box at once, after metering (usage
+read as it passes, the usage chunk the gateway asked for removed) and echo scrubbing.
+
+Scrubbing a stream holds back only as many bytes as the longest encoded form of the flow's secrets, less
+one: every complete form in what has arrived is replaced, and what is passed on ends before any place a
+form could still be completing. A stream that cannot be scrubbed (echoes that do not go away) is cut:
+nothing more reaches the box and the flow is killed at its end, so the box never sees a clean ending.
+
+Streamed only when it is safe to read the bytes as they come: an identity-encoded SSE body, not a
+partial response, not a websocket. Everything else keeps the gateway's buffering."""
+
+from __future__ import annotations
+
+import logging
+
+from mitmproxy import http
+
+from roster_gateway.metering import ResponseMeter, is_event_stream
+from roster_gateway.scrub import Scrubber
+
+log = logging.getLogger(__name__)
+
+
+class StreamScrubber:
+    """Scrubs a byte stream piece by piece, holding back `longest form - 1` bytes."""
+
+    def __init__(self, scrubber: Scrubber) -> None:
+        self._scrubber = scrubber
+        self._hold = max(scrubber.longest_form - 1, 0)
+        self._pending = b""
+        self.count = 0
+        self.failed = False
+
+    def feed(self, data: bytes, *, end: bool = False) -> bytes:
+        """What may go on to the box now; at the `end`, everything left."""
+        if self.failed:
+            return b""
+        try:
+            scrubbed, count = self._scrubber.scrub(self._pending + data)
+        except Exception:  # noqa: BLE001 - an unscrubbable stream is cut, never forwarded as it is
+            self.failed = True
+            self._pending = b""
+            return b""
+        self.count += count
+        cut = len(scrubbed) if end else max(len(scrubbed) - self._hold, 0)
+        out, self._pending = scrubbed[:cut], scrubbed[cut:]
+        return out
+
+
+class ResponseStream:
+    """The per-flow callable mitmproxy calls with each piece of the upstream's body (b"" at the end)."""
+
+    def __init__(self, meter: ResponseMeter | None, scrubber: StreamScrubber | None) -> None:
+        self.meter = meter
+        self.scrubber = scrubber
+        self.upstream_bytes = 0
+
+    def __call__(self, data: bytes) -> list[bytes]:
+        """The pieces to send on; never an empty piece (in HTTP/1.1 chunked framing an empty chunk would
+        end the box's response early)."""
+        self.upstream_bytes += len(data)
+        out = self.meter.feed(data) if self.meter is not None else data
+        if self.scrubber is not None:
+            out = self.scrubber.feed(out, end=data == b"")
+        return [out] if out else []
+
+
+def _identity(response: http.Response) -> bool:
+    encodings = [v.strip().lower() for v in response.headers.get_all("content-encoding")]
+    transfer = [v.strip().lower() for v in response.headers.get_all("transfer-encoding")]
+    return all(e in ("", "identity") for e in encodings) and all(t == "chunked" for t in transfer)
+
+
+def streamable(flow: http.HTTPFlow) -> bool:
+    response = flow.response
+    if response is None or not is_event_stream(response.headers.get("content-type", "")):
+        return False
+    if response.status_code in (101, 206) or "content-range" in response.headers:
+        return False
+    return _identity(response)
+
+
+def start_stream(flow: http.HTTPFlow, meter: ResponseMeter | None,
+                 scrubber: Scrubber | None) -> ResponseStream:
+    """Stream this flow's response: headers and reason phrase scrubbed now (they go out first)."""
+    stream_scrubber = StreamScrubber(scrubber) if scrubber is not None else None
+    if scrubber is not None:
+        fields, count = scrubber.scrub_fields(flow.response.headers.fields)
+        flow.response.headers.fields = fields
+        reason, more = scrubber.scrub(flow.response.data.reason or b"")
+        flow.response.data.reason = reason
+        stream_scrubber.count += count + more
+    stream = ResponseStream(meter, stream_scrubber)
+    flow.response.stream = stream
+    return stream

@@ -1,0 +1,241 @@
+"""Token usage read from model responses as they pass, in every shape the gateway meters: OpenAI chat
+completions (one JSON body, or SSE where usage rides on the last chunk whatever its `choices`), the
+OpenAI Responses API (`response.completed`), Anthropic Messages (`message_start` + `message_delta`).
+
+Nothing here holds a response back: a meter keeps at most the one SSE event it is reading (bounded), and
+a JSON body is read from what the gateway already holds for scrubbing. A response whose usage cannot be
+read (cut off, malformed, an unknown shape) is `known=False`: the control plane settles it at the
+reserved worst case and flags it in the audit record."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from roster_gateway.model_calls import CHAT, MESSAGES, RESPONSES
+
+MAX_TOKENS = 2**53  # a count above this is malformed, not a bill
+# An SSE event is small (one chunk of text) except the Responses API's final event, which repeats the
+# whole answer; one larger than this is not read (its usage is then unknown and settles at worst case).
+DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Normalised counts: `input` includes `cached_input`; `output` includes `reasoning`."""
+
+    known: bool
+    model: str = ""
+    input: int = 0
+    cached_input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    problem: str = ""  # why usage is unknown: "cut off", "malformed", "unknown shape", ...
+
+    def as_wire(self) -> dict:
+        return {"known": self.known, "model": self.model[:200], "input": self.input,
+                "cached_input": self.cached_input, "output": self.output, "reasoning": self.reasoning,
+                "problem": self.problem[:200]}
+
+
+def unknown(problem: str, model: str = "") -> Usage:
+    return Usage(known=False, model=model, problem=problem)
+
+
+class Malformed(ValueError):
+    pass
+
+
+def _count(doc: dict, *path: str) -> int:
+    """A token count at `path` (0 when a detail is absent); anything but a sane integer is Malformed."""
+    value: object = doc
+    for key in path:
+        if not isinstance(value, dict):
+            raise Malformed("usage detail is not an object")
+        value = value.get(key)
+        if value is None:
+            return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+        raise Malformed(f"token count {'.'.join(path)} is not a non-negative integer")
+    return value
+
+
+def _openai_chat(usage: dict) -> tuple[int, int, int, int]:
+    return (_count(usage, "prompt_tokens"), _count(usage, "prompt_tokens_details", "cached_tokens"),
+            _count(usage, "completion_tokens"),
+            _count(usage, "completion_tokens_details", "reasoning_tokens"))
+
+
+def _openai_responses(usage: dict) -> tuple[int, int, int, int]:
+    return (_count(usage, "input_tokens"), _count(usage, "input_tokens_details", "cached_tokens"),
+            _count(usage, "output_tokens"), _count(usage, "output_tokens_details", "reasoning_tokens"))
+
+
+def _anthropic_input(usage: dict) -> tuple[int, int]:
+    """Anthropic counts cache reads and cache writes apart from `input_tokens`; all three are input."""
+    cached = _count(usage, "cache_read_input_tokens")
+    return _count(usage, "input_tokens") + cached + _count(usage, "cache_creation_input_tokens"), cached
+
+
+def _checked(model: str, counts: tuple[int, int, int, int]) -> Usage:
+    total_in, cached, output, reasoning = counts
+    if cached > total_in or reasoning > output:
+        raise Malformed("a detail count exceeds its total")
+    return Usage(known=True, model=model, input=total_in, cached_input=cached, output=output,
+                 reasoning=reasoning)
+
+
+def _model(doc: dict, fallback: str) -> str:
+    model = doc.get("model")
+    return model if isinstance(model, str) and model else fallback
+
+
+def usage_from_json(api: str, body: bytes, request_model: str = "") -> Usage:
+    """Usage of a whole (not streamed) JSON response."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return unknown("malformed", request_model)
+    if not isinstance(doc, dict) or not isinstance(doc.get("usage"), dict):
+        return unknown("no usage in response", request_model)
+    model = _model(doc, request_model)
+    try:
+        if api == CHAT:
+            return _checked(model, _openai_chat(doc["usage"]))
+        if api == RESPONSES:
+            return _checked(model, _openai_responses(doc["usage"]))
+        if api == MESSAGES:
+            total_in, cached = _anthropic_input(doc["usage"])
+            return _checked(model, (total_in, cached, _count(doc["usage"], "output_tokens"), 0))
+    except Malformed as exc:
+        return unknown(f"malformed: {exc}", model)
+    return unknown("unknown shape", model)
+
+
+# --- SSE ---
+# An event ends at an empty line; a line ends with CRLF, LF or CR (a lone CR at the end of what has
+# arrived may be the first half of a CRLF, so it is not taken as a line end yet).
+_EVENT_END = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r(?=[^\n]))")
+
+
+class SseSplitter:
+    """Cuts a byte stream into whole SSE events (each with its terminator), bytes unchanged."""
+
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self._pending = b""
+        self._max = max_event_bytes
+        self.overflowed = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._pending += data
+        events, start = [], 0
+        for match in _EVENT_END.finditer(self._pending):
+            events.append(self._pending[start:match.end()])
+            start = match.end()
+        self._pending = self._pending[start:]
+        if len(self._pending) > self._max:
+            self.overflowed = True
+        return events
+
+    def take_rest(self) -> bytes:
+        rest, self._pending = self._pending, b""
+        return rest
+
+
+def parse_event(raw: bytes) -> tuple[str, str]:
+    """(event name, data) of one SSE event; data lines joined with LF, one leading space dropped."""
+    name, data = "", []
+    for line in re.split(rb"\r\n|\n|\r", raw):
+        field, sep, value = line.partition(b":")
+        if not sep:
+            continue
+        if value.startswith(b" "):
+            value = value[1:]
+        if field == b"event":
+            name = value.decode("utf-8", "replace")
+        elif field == b"data":
+            data.append(value.decode("utf-8", "replace"))
+    return name, "\n".join(data)
+
+
+class StreamMeter:
+    """Reads usage from one SSE response, event by event."""
+
+    def __init__(self, api: str, request_model: str = "") -> None:
+        self.api = api
+        self.model = request_model
+        self._counts: tuple[int, int, int, int] | None = None
+        self._anthropic_input: tuple[int, int] | None = None
+        self._problem = ""
+        self.finished = False  # the shape's end marker arrived ([DONE], response.*, message_stop)
+
+    def fail(self, problem: str) -> None:
+        self._problem = self._problem or problem
+
+    def observe(self, name: str, data: str, *, unterminated: bool = False) -> dict | None:
+        """Read one event; returns its parsed JSON object (None for [DONE] or anything unreadable).
+        `unterminated`: what was left when the stream ended without the event's blank line."""
+        if self._problem:
+            return None
+        if data == "[DONE]":
+            self.finished = True
+            return None
+        if not data:
+            return None
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            self.fail("cut off mid-event" if unterminated else "malformed event")
+            return None
+        if not isinstance(doc, dict):
+            self.fail("malformed event")
+            return None
+        try:
+            self._observe(doc)
+        except Malformed as exc:
+            self.fail(f"malformed: {exc}")
+        return doc
+
+    def _observe(self, doc: dict) -> None:
+        if self.api == CHAT:
+            self.model = _model(doc, self.model)
+            if isinstance(doc.get("usage"), dict):  # on the last chunk, whatever its choices
+                self._counts = _openai_chat(doc["usage"])
+        elif self.api == RESPONSES:
+            kind = doc.get("type")
+            if kind in ("response.completed", "response.incomplete", "response.failed"):
+                response = doc.get("response")
+                if isinstance(response, dict):
+                    self.model = _model(response, self.model)
+                    if isinstance(response.get("usage"), dict):
+                        self._counts = _openai_responses(response["usage"])
+                self.finished = True
+        elif self.api == MESSAGES:
+            kind = doc.get("type")
+            if kind == "message_start" and isinstance(doc.get("message"), dict):
+                message = doc["message"]
+                self.model = _model(message, self.model)
+                if isinstance(message.get("usage"), dict):
+                    self._anthropic_input = _anthropic_input(message["usage"])
+            elif kind == "message_delta" and isinstance(doc.get("usage"), dict):
+                usage = doc["usage"]  # cumulative; newer streams repeat the input counts here
+                total_in, cached = self._anthropic_input or (0, 0)
+                if any(k in usage for k in ("input_tokens", "cache_read_input_tokens",
+                                            "cache_creation_input_tokens")):
+                    total_in, cached = _anthropic_input(usage)
+                if self._anthropic_input is None and total_in == 0:
+                    raise Malformed("message_delta before message_start")
+                self._counts = (total_in, cached, _count(usage, "output_tokens"), 0)
+            elif kind == "message_stop":
+                self.finished = True
+
+    def result(self) -> Usage:
+        if self._problem:
+            return unknown(self._problem, self.model)
+        if self._counts is None:
+            return unknown("cut off: the stream ended before its usage", self.model)
+        try:
+            return _checked(self.model, self._counts)
+        except Malformed as exc:
+            return unknown(f"malformed: {exc}", self.model)

@@ -1,0 +1,109 @@
+"""Streaming: an echo of the injected secret split at any point across the upstream's pieces still
+reaches the box as its sentinel, while only `longest form - 1` bytes are ever held back; a stream that
+cannot be scrubbed is cut; the usage chunk the gateway asked for is removed; nothing empty is sent."""
+
+from __future__ import annotations
+
+import base64
+from urllib.parse import quote
+
+import pytest
+from mitmproxy.test import tflow, tutils
+from roster_gateway.metering import ResponseMeter
+from roster_gateway.model_calls import CHAT, ModelCall
+from roster_gateway.scrub import Unscrubbable, scrubber_for
+from roster_gateway.streaming import ResponseStream, StreamScrubber, start_stream, streamable
+
+from tests import model_shapes as m
+
+SENTINEL = "sk-roster-SENTINELsentinelSENTINEL01"
+REAL = "real-key-Zq8vP3kL0xW9mN4tRr77"
+
+
+def _scrubber():
+    return scrubber_for([(SENTINEL, REAL)], [("authorization", f"Bearer {REAL}")])
+
+
+def _run(stream: ResponseStream, pieces: list[bytes]) -> tuple[bytes, list[bytes]]:
+    sent = []
+    for piece in [*pieces, b""]:
+        out = stream(piece)
+        assert all(out), "an empty piece would end a chunked response"
+        sent += out
+    return b"".join(sent), sent
+
+
+FORMS = [REAL.encode(), base64.b64encode(REAL.encode()), quote(f"Bearer {REAL}", safe="").encode(),
+         f"Bearer {REAL}".encode()]
+
+
+@pytest.mark.parametrize("form", FORMS, ids=["plain", "base64", "percent", "header"])
+def test_echo_split_anywhere_is_scrubbed(form):
+    body = b"data: {\"echo\": \"" + form + b"\"}\n\n" + b"data: more\n\n"
+    for cut in range(1, len(body)):
+        stream = ResponseStream(None, StreamScrubber(_scrubber()))
+        out, _ = _run(stream, [body[:cut], body[cut:]])
+        assert REAL.encode() not in out and form not in out
+        assert stream.scrubber.count == 1
+
+
+def test_only_the_longest_form_less_one_is_held_back():
+    scrubber = _scrubber()
+    stream = StreamScrubber(scrubber)
+    first = stream.feed(b"x" * 1000)
+    assert len(first) == 1000 - (scrubber.longest_form - 1)
+    assert stream.feed(b"", end=True) == b"x" * (scrubber.longest_form - 1)
+
+
+def test_without_a_secret_nothing_is_held():
+    stream = ResponseStream(None, None)
+    assert stream(b"data: 1\n\n") == [b"data: 1\n\n"] and stream(b"") == []
+
+
+class _Stuck:
+    longest_form = 4
+
+    def scrub(self, data):
+        raise Unscrubbable("echoes remain")
+
+
+def test_an_unscrubbable_stream_is_cut():
+    stream = StreamScrubber(_Stuck())
+    assert stream.feed(b"data: 1\n\n") == b"" and stream.failed
+    assert stream.feed(b"more", end=True) == b""
+
+
+def test_usage_chunk_removed_and_metered_while_scrubbing():
+    call = ModelCall(api=CHAT, model="m", stream=True, max_output_tokens=None, choices=1, input_estimate=9,
+                     asked_for_usage=False)
+    meter = ResponseMeter(call, content_type="text/event-stream", status=200, strip_usage_chunk=True)
+    stream = ResponseStream(meter, StreamScrubber(_scrubber()))
+    upstream = m.chat_sse(prompt=40, completion=2)
+    out, pieces = _run(stream, [upstream[i:i + 17] for i in range(0, len(upstream), 17)])
+    assert b'"choices":[]' not in out and out.endswith(b"data: [DONE]\n\n") and len(pieces) > 3
+    assert meter.result().input == 40 and stream.upstream_bytes == len(upstream)
+
+
+def _flow(content_type="text/event-stream", **headers):
+    flow = tflow.tflow(resp=tutils.tresp(headers=[(b"content-type", content_type.encode())]))
+    for name, value in headers.items():
+        flow.response.headers[name.replace("_", "-")] = value
+    return flow
+
+
+@pytest.mark.parametrize("headers,expected", [
+    ({}, True),
+    ({"content_encoding": "gzip"}, False),
+    ({"content_range": "bytes 0-1/2"}, False),
+    ({"transfer_encoding": "gzip, chunked"}, False),
+])
+def test_only_identity_sse_is_streamed(headers, expected):
+    assert streamable(_flow(**headers)) is expected
+    assert streamable(_flow("application/json")) is False
+
+
+def test_headers_scrubbed_before_they_go_out():
+    flow = _flow(x_echo=f"Bearer {REAL}")
+    stream = start_stream(flow, None, _scrubber())
+    assert flow.response.headers["x-echo"] == f"Bearer {SENTINEL}" and stream.scrubber.count == 1
+    assert flow.response.stream is stream

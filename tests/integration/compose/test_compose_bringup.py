@@ -1,0 +1,72 @@
+"""compose.yaml brought up for real (make test-compose): images built locally, PostgreSQL and Redis as
+compose services, and a box run whose requests go through the compose-started gateway and are decided by
+the compose-started control plane; then the second box host (compose.box-host.yaml, its own worker,
+gateway and locked network) dispatching runs against the same control plane."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.postgres, pytest.mark.slow,
+              pytest.mark.compose]
+
+WORKER = "compose-worker"
+
+
+def _grant(port: int) -> str:
+    return (f'host = "127.0.0.1"\nport = {port}\nschemes = ["http"]\nmethods = ["GET"]\n'
+            f'paths = ["/allowed"]\nworker = "{WORKER}"\n')
+
+
+def _box_run(stack, upstream: str) -> tuple[str, str]:
+    """One run: an allowed request, a denied one, and the gateway the box was given. (status, logs)"""
+    script = (f'curl -sS {upstream}/allowed; echo; curl -sS {upstream}/denied; echo; '
+              'echo "gateway ${HTTP_PROXY##*@}"')
+    started = stack.manage("run", "start", WORKER, "--timeout", "60", "--", "sh", "-c", script).stdout
+    run_id = re.search(r"run (\d+)", started).group(1)
+    waited = stack.manage("run", "wait", run_id, "--timeout", "90", check=False).stdout
+    return waited, stack.manage("run", "logs", run_id).stdout
+
+
+@pytest.fixture(scope="module")
+def configured(stack, upstream):
+    stack.manage("worker", "create", WORKER)
+    # grants import reads a directory: one file, written inside the web container from stdin.
+    script = 'd=$(mktemp -d) && cat > "$d/compose-local.toml" && python manage.py grants import "$d"'
+    stack.compose_run(0, "exec", "-T", "web", "sh", "-c", script, stdin=_grant(stack.upstream_port))
+    return upstream
+
+
+def test_control_plane_runs_on_postgresql(stack):
+    vendor = stack.manage("shell", "-c", "from django.db import connection; print(connection.vendor)")
+    assert vendor.stdout.strip().splitlines()[-1] == "postgresql"
+
+
+def test_box_run_through_the_compose_gateway_is_decided_by_the_control_plane(stack, configured):
+    stack.compose_run(1, "stop", "celery-worker")  # this run must be the first box host's
+    try:
+        status, logs = _box_run(stack, configured)
+    finally:
+        stack.compose_run(1, "start", "celery-worker")
+    assert "succeeded" in status, (status, logs)
+    lines = [line for line in logs.splitlines() if line]
+    assert lines[0] == "upstream saw /allowed", logs
+    # Decided by the control plane and never forwarded: the gateway's deny answer, with its reason.
+    assert '"reason": "no_grant"' in lines[1] and "upstream saw" not in lines[1], logs
+    host = stack.hosts[0]
+    assert lines[2] == f"gateway {host.bridge_ip}:{host.gateway_port}", logs
+
+
+def test_second_box_host_dispatches_against_the_same_control_plane(stack, configured):
+    stack.compose_run(0, "stop", "celery-worker")  # only the second box host's worker takes runs now
+    try:
+        status, logs = _box_run(stack, configured)
+    finally:
+        stack.compose_run(0, "start", "celery-worker")
+    assert "succeeded" in status, (status, logs)
+    lines = [line for line in logs.splitlines() if line]
+    assert lines[0] == "upstream saw /allowed" and "no_grant" in lines[1], logs
+    host = stack.hosts[1]
+    assert lines[2] == f"gateway {host.bridge_ip}:{host.gateway_port}", logs
