@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 
 from controlplane.audit.models import AuditRecord, ModelTrace
 from controlplane.dispatch import box as box_module
-from controlplane.dispatch.services import run_dispatch
+from controlplane.dispatch.running import run_dispatch
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_create, worker_create
 from controlplane.policy.models import Grant

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.dispatch.services import run_dispatch
+from controlplane.dispatch.running import run_dispatch
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_create, worker_create
 from controlplane.proposals import services

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.dispatch import services
+from controlplane.dispatch import running
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_create, worker_create
 
@@ -28,7 +28,7 @@ def _expected(lines: int) -> bytes:
 
 def _run(worker, lines: int) -> Run:
     run, _ = run_create(worker, command=["python3", "-c", FLOOD.format(lines=lines)], timeout_seconds=60)
-    services.run_dispatch(run.pk)
+    running.run_dispatch(run.pk)
     run.refresh_from_db()
     return run
 

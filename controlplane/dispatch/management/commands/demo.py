@@ -14,7 +14,7 @@ from controlplane.approvals.models import Approval
 from controlplane.approvals.services import ApprovalClosed, approval_decide
 from controlplane.audit.verify import verify_database
 from controlplane.dispatch.box import agent_command
-from controlplane.dispatch.services import run_start
+from controlplane.dispatch.starting import run_start
 from controlplane.fleet import demo
 from controlplane.fleet.demo_report import report_lines, run_facts, summary_line
 from controlplane.fleet.models import Run
