@@ -12,6 +12,8 @@ from workers.agent.config import AgentConfig
 
 MAX_FILE_CHARS = 20000
 MCP_PROTOCOL = "2025-03-26"
+PROPOSAL_KINDS = ("webhook", "email", "git_push", "identity_edit")
+PROPOSAL_ID_CHARS = frozenset("0123456789abcdef-")
 
 
 def _spec(name: str, description: str, properties: dict, required: list[str]) -> dict:
@@ -29,10 +31,15 @@ def tool_specs(config: AgentConfig) -> list[dict]:
         _spec("read_file", "Read a text file in the workspace.", {"path": text}, ["path"]),
         _spec("write_file", "Write a text file in the workspace (replaces it).",
               {"path": text, "content": text}, ["path", "content"]),
-        _spec("propose", "Propose a consequential action (send, post, push) for a human or a rule to "
-              "approve; the box never acts itself.",
-              {"destination": text, "action": text, "payload": {"type": "object"}, "reason": text},
-              ["destination", "action", "payload"]),
+        _spec("propose", "Propose a consequential action for a human or a rule to approve; the box never "
+              "acts itself. kind webhook: payload is the JSON to post; email: payload {to: [addresses], "
+              "subject, body}; git_push: payload {branch, base_commit, patch}; identity_edit: payload "
+              "{identity} (no destination). Answers with the proposal's id and state.",
+              {"kind": {"type": "string", "enum": list(PROPOSAL_KINDS)}, "destination": text,
+               "payload": {"type": "object"}, "reason": text},
+              ["kind", "payload"]),
+        _spec("proposal_status", "The current state of a proposal you made (pending, approved, refused, "
+              "expired, executing, executed, failed).", {"proposal_id": text}, ["proposal_id"]),
     ]
     if config.mcp_servers:
         specs.append(_spec(
@@ -85,19 +92,34 @@ def write_file(config: AgentConfig, path: str, content: str) -> str:
     return f"wrote {len(content)} characters to {path}"
 
 
-def propose(config: AgentConfig, destination: str, action: str, payload: object, reason: str = "") -> str:
-    body = json.dumps({"destination": destination, "action": action, "payload": payload,
-                       "reason": reason}).encode()
+def propose(config: AgentConfig, kind: str, payload: object, destination: str = "", reason: str = "") -> str:
+    """POST the proposal to the reserved name the gateway answers itself (docs/proposals.md); the gateway
+    names the run from the proxy token, so nothing here says who is asking."""
+    proposal = {"kind": kind, "payload": payload, "reason": reason}
+    if destination:
+        proposal["destination"] = destination
     try:
         reply = net.send("POST", config.proposals_url, headers={"Content-Type": "application/json"},
-                         body=body, timeout=config.http_timeout)
+                         body=json.dumps(proposal).encode(), timeout=config.http_timeout)
     except net.NetworkFailure as exc:
         return f"proposals are unavailable: {exc}"
-    if not reply.ok:
-        refusal = reply.refusal
-        why = refusal.describe() if refusal else f"HTTP {reply.status}: {_excerpt(reply.text(), 300)}"
-        return f"proposals are unavailable: {why}"
-    return f"proposal recorded (HTTP {reply.status}): {_excerpt(reply.text(), 2000)}"
+    if reply.status == 201:
+        return f"proposal recorded (HTTP 201): {_excerpt(reply.text(), 2000)}"
+    refusal = reply.refusal
+    why = refusal.describe() if refusal else f"HTTP {reply.status}: {_excerpt(reply.text(), 1000)}"
+    return f"proposal refused: {why}"
+
+
+def proposal_status(config: AgentConfig, proposal_id: str) -> str:
+    proposal_id = proposal_id.strip().lower()
+    if not proposal_id or not set(proposal_id) <= PROPOSAL_ID_CHARS or len(proposal_id) > 36:
+        return f"REFUSED: {proposal_id!r} is not a proposal id"
+    try:
+        url = f"{config.proposals_url.rstrip('/')}/{proposal_id}"
+        reply = net.send("GET", url, timeout=config.http_timeout)
+    except net.NetworkFailure as exc:
+        return f"proposals are unavailable: {exc}"
+    return f"HTTP {reply.status}: {_excerpt(reply.text(), 2000)}"
 
 
 def _mcp_result(reply: net.Reply) -> object:
@@ -153,7 +175,8 @@ def _mcp_failure(reply: net.Reply, what: str) -> str:
 
 ToolFunction = Callable[..., str]
 TOOLS: dict[str, ToolFunction] = {"fetch_url": fetch_url, "read_file": read_file, "write_file": write_file,
-                                  "propose": propose, "mcp_call": mcp_call}
+                                  "propose": propose, "proposal_status": proposal_status,
+                                  "mcp_call": mcp_call}
 
 
 def run_tool(config: AgentConfig, name: str, arguments_json: str) -> str:
