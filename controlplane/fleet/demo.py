@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
 from controlplane.core.roles import APPROVERS, ensure_roles
+from controlplane.fleet.demo_proposals import proposal_steps
 from controlplane.fleet.models import Worker
 from controlplane.fleet.services import worker_create
 from controlplane.policy.grant_services import grant_delete, grant_save
@@ -49,7 +50,8 @@ class DemoPorts:
 
 
 def demo_script(ports: DemoPorts) -> dict:
-    """What the scripted model makes the agent do: read, try to leak, ask, propose, answer."""
+    """What the scripted model makes the agent do: read, try to leak, ask, propose a post and an e-mail,
+    answer."""
     return {"model": "roster-scripted", "steps": [
         {"say": "I'll read the project notes first.", "tool": "fetch_url",
          "arguments": {"url": ports.url(ports.docs, "/docs/notes.txt")}},
@@ -57,12 +59,10 @@ def demo_script(ports: DemoPorts) -> dict:
          "arguments": {"url": DENIED_URL}},
         {"say": "That was refused. Now the status page.", "tool": "fetch_url",
          "arguments": {"url": ports.url(ports.ask, "/status")}},
-        {"tool": "propose", "arguments": {"destination": "team-chat", "action": "post",
-                                          "payload": {"text": "Release 1.4 Friday; pipeline green."},
-                                          "reason": "the task asks to post the summary"}},
+        *proposal_steps(),
         {"say": "Release 1.4 ships on Friday (owner Ana, no blockers), and the deploy pipeline is green. "
-                "Posting to the team chat is waiting for proposals to be available; the copy to "
-                "exfil.example.net was refused by policy."},
+                "The post to the team chat and the e-mail to the team are proposed for approval; the copy "
+                "to exfil.example.net was refused by policy."},
     ]}
 
 
