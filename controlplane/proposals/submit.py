@@ -26,6 +26,7 @@ from controlplane.ledger.types import OverBudget
 from controlplane.proposals import schemas, trust
 from controlplane.proposals.config_services import PROPOSAL_KIND_FOR_DESTINATION
 from controlplane.proposals.models import Destination, Proposal
+from controlplane.proposals.services import after_change
 from controlplane.proposals.validation import branch_allowed, recipient_allowed
 
 
@@ -174,7 +175,6 @@ def _record(run_snapshot: Run, proposal_in, dest: Destination | None, raw: bytes
                 f"this run's data is {DataClass(run.taint).label}; destination "
                 f"{dest.name!r} accepts at most {DataClass(dest.max_taint).label}",
             )
-        proposal_id = None
         if dest is not None:
             if _over_daily_limit(dest, run.worker_id):
                 raise Rejected(
@@ -208,11 +208,10 @@ def _record(run_snapshot: Run, proposal_in, dest: Destination | None, raw: bytes
             expires_at=timezone.now() + timedelta(seconds=settings.ROSTER_PROPOSAL_TTL_SECONDS),
             idempotency_key="rp_" + secrets.token_hex(24),
         )
-        proposal_id = proposal.pk
         audit_append(
             "proposal",
             {
-                "proposal": str(proposal_id),
+                "proposal": str(proposal.pk),
                 "event": "proposed",
                 "kind": proposal.kind,
                 "destination": dest.name if dest else None,
@@ -228,8 +227,6 @@ def _record(run_snapshot: Run, proposal_in, dest: Destination | None, raw: bytes
             verdict="ask",
         )
         trust.apply_earned_trust(proposal)
-        from controlplane.proposals.services import after_change  # noqa: PLC0415 - services imports submit
-
         after_change(proposal)
     return Answer(201, box_view(proposal))
 
