@@ -73,8 +73,7 @@ def test_tools_run_and_a_denied_fetch_reaches_the_model_as_a_refusal(tmp_path, s
             {"tools": [{"name": "read_file", "arguments": {"path": "out/a.txt"}},
                        {"name": "read_file", "arguments": {"path": "../../etc/passwd"}},
                        {"name": "fetch_url", "arguments": {"url": denied + "/secret"}}]},
-            {"tool": "propose",
-             "arguments": {"kind": "webhook", "destination": "slack", "payload": {"t": 1}}},
+            {"tool": "propose", "arguments": {"kind": "webhook", "destination": "chat", "payload": {"t": 1}}},
             {"say": "Done: hello."}]})
         with scripted_model_server(script, KEY) as (port, model):
             config = _config(f"http://127.0.0.1:{port}", tmp_path, stream=stream, proposals_url=denied + "/p")
@@ -84,7 +83,7 @@ def test_tools_run_and_a_denied_fetch_reaches_the_model_as_a_refusal(tmp_path, s
     assert "REFUSED: ../../etc/passwd is outside the workspace" in out
     refusal = "REFUSED by the Roster gateway (HTTP 403 forbidden, reason no_grant): no_grant for /secret"
     assert refusal in out and outcome.refusals == [refusal]
-    assert "proposal refused: REFUSED by the Roster gateway" in out
+    assert "proposals are unavailable: REFUSED by the Roster gateway" in out
     tool_results = [m["content"] for m in model.bodies[-1]["messages"] if m["role"] == "tool"]
     assert refusal in tool_results and "hello" in tool_results  # the model saw them as tool results
     assert [r["stream"] for r in model.records] == [stream] * 4

@@ -7,13 +7,24 @@ import json
 
 import pytest
 
-from controlplane.fleet.demo_proposals import proposal_steps
+from controlplane.dispatch import demo
+from controlplane.dispatch.demo_proposals import email_step
 from controlplane.proposals.schemas import parse_proposal
 from workers.agent import net, tools
 from workers.agent.config import AgentConfig
 
 
-@pytest.mark.parametrize("step", proposal_steps())
+def _proposal_steps() -> list[dict]:
+    script = demo.demo_script(demo.DemoPorts(model=1, docs=2, ask=3, hook=4))
+    return [step for step in script["steps"] if step.get("tool") == "propose"]
+
+
+def test_demo_proposes_a_post_and_an_email():
+    assert [s["arguments"]["kind"] for s in _proposal_steps()] == ["webhook", "email"]
+    assert email_step() in _proposal_steps()
+
+
+@pytest.mark.parametrize("step", _proposal_steps())
 def test_demo_proposals_parse(step, monkeypatch, tmp_path):
     sent = {}
 

@@ -12,8 +12,6 @@ from workers.agent.config import AgentConfig
 
 MAX_FILE_CHARS = 20000
 MCP_PROTOCOL = "2025-03-26"
-PROPOSAL_KINDS = ("webhook", "email", "git_push", "identity_edit")
-PROPOSAL_ID_CHARS = frozenset("0123456789abcdef-")
 
 
 def _spec(name: str, description: str, properties: dict, required: list[str]) -> dict:
@@ -31,12 +29,10 @@ def tool_specs(config: AgentConfig) -> list[dict]:
         _spec("read_file", "Read a text file in the workspace.", {"path": text}, ["path"]),
         _spec("write_file", "Write a text file in the workspace (replaces it).",
               {"path": text, "content": text}, ["path", "content"]),
-        _spec("propose", "Propose a consequential action for a human or a rule to approve; the box never "
-              "acts itself. kind webhook: payload is the JSON to post; email: payload {to: [addresses], "
-              "subject, body}; git_push: payload {branch, base_commit, patch}; identity_edit: payload "
-              "{identity} (no destination). Answers with the proposal's id and state.",
-              {"kind": {"type": "string", "enum": list(PROPOSAL_KINDS)}, "destination": text,
-               "payload": {"type": "object"}, "reason": text},
+        _spec("propose", "Propose a consequential action for a human (or an admin's rule) to approve; the "
+              "box never acts itself. kind: webhook | email | git_push | identity_edit; destination: a "
+              "name the admin defined; payload: by kind (webhook: any object; email: to, subject, body).",
+              {"kind": text, "destination": text, "payload": {"type": "object"}, "reason": text},
               ["kind", "payload"]),
         _spec("proposal_status", "The current state of a proposal you made (pending, approved, refused, "
               "expired, executing, executed, failed).", {"proposal_id": text}, ["proposal_id"]),
@@ -93,30 +89,40 @@ def write_file(config: AgentConfig, path: str, content: str) -> str:
 
 
 def propose(config: AgentConfig, kind: str, payload: object, destination: str = "", reason: str = "") -> str:
-    """POST the proposal to the reserved name the gateway answers itself (docs/proposals.md); the gateway
-    names the run from the proxy token, so nothing here says who is asking."""
-    proposal = {"kind": kind, "payload": payload, "reason": reason}
+    """POST to the gateway's reserved proposals name (docs/proposals.md); the run is the proxy token's."""
+    proposal: dict = {"kind": kind, "payload": payload}
     if destination:
         proposal["destination"] = destination
+    if reason:
+        proposal["reason"] = reason
+    body = json.dumps(proposal).encode()
     try:
         reply = net.send("POST", config.proposals_url, headers={"Content-Type": "application/json"},
-                         body=json.dumps(proposal).encode(), timeout=config.http_timeout)
+                         body=body, timeout=config.http_timeout)
     except net.NetworkFailure as exc:
         return f"proposals are unavailable: {exc}"
-    if reply.status == 201:
-        return f"proposal recorded (HTTP 201): {_excerpt(reply.text(), 2000)}"
-    refusal = reply.refusal
-    why = refusal.describe() if refusal else f"HTTP {reply.status}: {_excerpt(reply.text(), 1000)}"
-    return f"proposal refused: {why}"
+    if reply.ok:
+        return f"proposal recorded (HTTP {reply.status}): {_excerpt(reply.text(), 2000)}"
+    refusal = reply.refusal  # a gateway deny: the proposals name is not served here
+    if refusal is not None or reply.status >= 500:
+        why = refusal.describe() if refusal else f"HTTP {reply.status}"
+        return f"proposals are unavailable: {why}"
+    try:
+        answer = reply.json()
+        why = f"{answer.get('error')}: {answer.get('message')}"
+    except (ValueError, AttributeError):
+        why = _excerpt(reply.text(), 300)
+    return f"proposal REFUSED (HTTP {reply.status}) {why}"
 
 
 def proposal_status(config: AgentConfig, proposal_id: str) -> str:
+    """GET the proposal's state from the reserved name; only the run that made it can see it."""
     proposal_id = proposal_id.strip().lower()
-    if not proposal_id or not set(proposal_id) <= PROPOSAL_ID_CHARS or len(proposal_id) > 36:
+    if not proposal_id or len(proposal_id) > 36 or not set(proposal_id) <= set("0123456789abcdef-"):
         return f"REFUSED: {proposal_id!r} is not a proposal id"
     try:
-        url = f"{config.proposals_url.rstrip('/')}/{proposal_id}"
-        reply = net.send("GET", url, timeout=config.http_timeout)
+        reply = net.send("GET", f"{config.proposals_url.rstrip('/')}/{proposal_id}",
+                         timeout=config.http_timeout)
     except net.NetworkFailure as exc:
         return f"proposals are unavailable: {exc}"
     return f"HTTP {reply.status}: {_excerpt(reply.text(), 2000)}"
