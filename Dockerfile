@@ -8,10 +8,14 @@ RUN useradd --create-home --uid 10001 roster
 RUN apt-get update && apt-get install -y --no-install-recommends iptables && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md ./
+# The dependencies first, in a layer of their own: a code change then rebuilds in seconds, not minutes.
+RUN python -c "import tomllib; print('\\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+      > /tmp/requirements.txt \
+ && pip install --no-cache-dir -r /tmp/requirements.txt && rm /tmp/requirements.txt
 COPY controlplane ./controlplane
 COPY templates ./templates
 COPY manage.py ./
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir --no-deps .
 # ROSTER_VAR_DIR: the settings create it at import, as the unprivileged user.
 RUN install -d -o roster -g roster -m 700 /var/lib/roster
 # The admin's styles and scripts, collected once into the image; WhiteNoise serves them from the web
