@@ -57,7 +57,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
-    "axes",
     "controlplane.core",
     "controlplane.fleet",
     "controlplane.vault",
@@ -68,6 +67,7 @@ INSTALLED_APPS = [
     "controlplane.dispatch",
     "controlplane.proposals",
     "controlplane.web",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -81,9 +81,23 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # Login throttling; last, as django-axes requires, so it sees the outcome of every sign-in.
+    # Last, as django-axes asks: turns a locked-out sign-in into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes, controlplane/web/login_throttle.py): after this many failures the
+# pair (username, client address) is locked out for the cool-off. Audited as `login_lockout`.
+AUTHENTICATION_BACKENDS = [
+    "controlplane.web.login_throttle.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = _env_int("ROSTER_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = _env_int("ROSTER_LOGIN_COOLOFF_MINUTES", 15) / 60  # hours, as axes takes it
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+
 
 ROOT_URLCONF = "controlplane.urls"
 ASGI_APPLICATION = "controlplane.asgi.application"
@@ -145,21 +159,6 @@ STORAGES = {
 }
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
-
-# --- Sign-in throttling (django-axes; docs/web.md "Signing in") ---
-# Failures are counted per (username, address) pair: guessing one account from one address is stopped,
-# while nobody elsewhere can lock a real user out by typing their name. The same answer comes whether or
-# not the username exists, so the lockout reveals nothing about accounts.
-AUTHENTICATION_BACKENDS = [
-    "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
-]
-AXES_FAILURE_LIMIT = _env_int("ROSTER_LOGIN_FAILURE_LIMIT", 5)
-AXES_COOLOFF_TIME = _env_int("ROSTER_LOGIN_LOCKOUT_MINUTES", 15) / 60  # hours, as django-axes counts
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
-AXES_VERBOSE = False
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CHANNEL_LAYERS = {
