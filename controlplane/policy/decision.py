@@ -18,6 +18,7 @@ class Verdict(enum.StrEnum):
 
 class DenyReason(enum.StrEnum):
     NO_GRANT = "no_grant"
+    TRIPWIRE = "tripwire"  # a secret's sentinel sent where no grant injects that secret
     GRANT_EXPIRED = "grant_expired"
     TAINT_TOO_HIGH = "taint_too_high"
     DENIED_BY_GRANT = "denied_by_grant"
