@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "axes",
     "controlplane.core",
     "controlplane.fleet",
     "controlplane.vault",
@@ -80,6 +81,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Login throttling; last, as django-axes requires, so it sees the outcome of every sign-in.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -142,6 +145,21 @@ STORAGES = {
 }
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+
+# --- Sign-in throttling (django-axes; docs/web.md "Signing in") ---
+# Failures are counted per (username, address) pair: guessing one account from one address is stopped,
+# while nobody elsewhere can lock a real user out by typing their name. The same answer comes whether or
+# not the username exists, so the lockout reveals nothing about accounts.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = _env_int("ROSTER_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = _env_int("ROSTER_LOGIN_LOCKOUT_MINUTES", 15) / 60  # hours, as django-axes counts
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CHANNEL_LAYERS = {
@@ -213,6 +231,10 @@ ROSTER_WEB_AUDIT_PAGE_SIZE = _env_int("ROSTER_WEB_AUDIT_PAGE_SIZE", 50)
 ROSTER_WEB_RECENT_DECISIONS = _env_int("ROSTER_WEB_RECENT_DECISIONS", 10)
 ROSTER_WEB_OUTPUT_PREVIEW_CHARS = _env_int("ROSTER_WEB_OUTPUT_PREVIEW_CHARS", 16 * 1024)
 ROSTER_WEB_VERIFY_COOLDOWN_SECONDS = _env_int("ROSTER_WEB_VERIFY_COOLDOWN_SECONDS", 30)
+# An approver's comment with a decision: bounded, and required for a deny when this is on.
+ROSTER_APPROVAL_COMMENT_MAX_CHARS = _env_int("ROSTER_APPROVAL_COMMENT_MAX_CHARS", 500)
+ROSTER_APPROVAL_DENY_COMMENT_REQUIRED = os.environ.get("ROSTER_APPROVAL_DENY_COMMENT_REQUIRED", "") in (
+    "1", "true", "yes")
 # --- Dispatch (engineer E): boxes, preflight and reaping ---
 # Labels and container names carry this, so a reaper only ever touches its own boxes.
 ROSTER_BOX_NAMESPACE = os.environ.get("ROSTER_BOX_NAMESPACE", "roster")

@@ -4,6 +4,7 @@ once by the gateway. An approval covers exactly the request it showed (method, U
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -22,12 +23,44 @@ DECIDE_PERMISSION = "approvals.decide_approval"
 
 
 class ApprovalClosed(RosterError):
-    """The approval is no longer pending (already decided, expired or used)."""
+    """The approval is no longer pending (already decided, expired or used), or its run has ended."""
 
 
-def request_digest(method: str, url: str, body_sha256: str) -> str:
-    """What an approval covers. Newline-separated so no field can bleed into the next."""
-    return hashlib.sha256(f"{method.upper()}\n{url}\n{body_sha256.lower()}".encode()).hexdigest()
+class ApprovalCommentInvalid(RosterError):
+    """The decision's comment is missing where required, or too long."""
+
+
+def clean_comment(comment: str | None, *, approve: bool) -> str:
+    """The approver's comment as recorded: control characters dropped (it reaches the box and logs),
+    bounded, and required for a deny when ROSTER_APPROVAL_DENY_COMMENT_REQUIRED is on."""
+    text = "".join(ch if ch.isprintable() else " " for ch in (comment or "")).strip()
+    limit = settings.ROSTER_APPROVAL_COMMENT_MAX_CHARS
+    if len(text) > limit:
+        raise ApprovalCommentInvalid(f"the comment is longer than {limit} characters")
+    if not approve and not text and settings.ROSTER_APPROVAL_DENY_COMMENT_REQUIRED:
+        raise ApprovalCommentInvalid("a reason is required to deny a request")
+    return text_for_record(text)
+
+
+# Transport headers: how the request travels, not what it asks for (the gateway owns or drops them, and
+# Content-Length is covered by the body's digest). Every other header is bound to an approval, so a
+# replay with another Authorization, Content-Type, Accept or method override is another request.
+UNBOUND_HEADERS = frozenset({"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
+                             "proxy-authorization", "proxy-connection", "content-length", "host"})
+
+
+def bound_headers(headers) -> list[tuple[str, str]]:
+    """The (lower-cased name, value) pairs an approval binds, in a fixed order (by name, then as sent)."""
+    pairs = [(str(n).lower(), str(v)) for n, v in headers if str(n).lower() not in UNBOUND_HEADERS]
+    return sorted(pairs, key=lambda pair: pair[0])
+
+
+def request_digest(method: str, url: str, body_sha256: str, headers=()) -> str:
+    """What an approval covers: method, exact URL, body digest and bound headers (docs/wire.md, approvals).
+    JSON-encoded so no field can bleed into the next."""
+    bound = json.dumps([method.upper(), url, body_sha256.lower(), bound_headers(headers)],
+                       separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(bound.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def request_snapshot(
@@ -44,6 +77,7 @@ def request_snapshot(
         shown.append([name, value])
     preview = text_for_record(body_preview[: settings.ROSTER_BODY_PREVIEW_BYTES], sentinels)
     return {"method": method, "url": url_for_record(url, sentinels), "headers": shown,
+            "bound_headers": sorted({name for name, _ in bound_headers(headers)}),
             "body_preview": preview, "body_sha256": body_sha256, "body_size": body_size}
 
 
@@ -68,11 +102,12 @@ def approval_open(*, run, grant_id: int | None, grant_slug: str, snapshot: dict,
     return approval
 
 
-def approval_decide(approval_id, user, approve: bool, channel: str) -> Approval:
+def approval_decide(approval_id, user, approve: bool, channel: str, comment: str = "") -> Approval:
     if user is None or not user.is_active or not user.has_perm(DECIDE_PERMISSION):
         raise PermissionDenied("you may not decide approvals")
     if channel not in Approval.Channel.values:
         raise ValueError(f"unknown approval channel {channel!r}")
+    comment = clean_comment(comment, approve=approve)
     now = timezone.now()
     with transaction.atomic():
         approval = Approval.objects.select_for_update().select_related("run__worker").get(pk=approval_id)
@@ -80,10 +115,14 @@ def approval_decide(approval_id, user, approve: bool, channel: str) -> Approval:
             raise ApprovalClosed(f"approval {approval_id} is already {approval.status}")
         if approval.expires_at <= now:
             raise ApprovalClosed(f"approval {approval_id} expired at {approval.expires_at.isoformat()}")
+        if approve and not approval.run.is_live:
+            # Nothing could use it; refusing is still allowed so the queue can be cleared on the record.
+            raise ApprovalClosed(f"the run of approval {approval_id} has ended; it cannot be approved")
         approval.status = Approval.Status.APPROVED if approve else Approval.Status.REFUSED
         approval.decided_by = user
         approval.decided_at = now
         approval.channel = channel
+        approval.comment = comment
         if approve and approval.abandoned_at is not None:
             approval.grace_until = now + timedelta(seconds=settings.ROSTER_APPROVAL_GRACE_SECONDS)
         approval.save()
@@ -91,7 +130,8 @@ def approval_decide(approval_id, user, approve: bool, channel: str) -> Approval:
             "approval",
             {"approval": str(approval.pk), "event": "decided", "status": approval.status,
              "by": user.get_username(), "at": now.isoformat(), "channel": channel,
-             "grant": approval.grant_slug, "url": url_for_record(approval.request.get("url", ""))},
+             "grant": approval.grant_slug, "url": url_for_record(approval.request.get("url", "")),
+             "comment": comment},
             run=approval.run, verdict=approval.status,
         )
         status = approval.status
@@ -112,6 +152,9 @@ def approval_abandon(approval_id) -> Approval:
             approval.save(update_fields=["abandoned_at", "grace_until"])
             audit_append("approval", {"approval": str(approval.pk), "event": "abandoned",
                                       "status": approval.status}, run=approval.run)
+            # Open queue pages show that the box stopped waiting.
+            status = approval.status
+            transaction.on_commit(lambda: broadcast.approval_changed(str(approval.pk), status))
     return approval
 
 

@@ -37,3 +37,5 @@ class Concluded:
 
     status: str
     answer: Answer
+    # The approver's comment with a refusal; the gateway returns it to the box in the 403.
+    comment: str | None = None

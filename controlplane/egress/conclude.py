@@ -46,9 +46,12 @@ def _approval_conclude(approval_id, decision_id: str) -> Concluded:
     inject: tuple[dict, ...] = ()
     replace: tuple[dict, ...] = ()
     budget = None
+    comment = None
     who = approval.decided_by.get_username() if approval.decided_by else "nobody"
     if approval.status == Approval.Status.REFUSED:
-        decision = engine.deny(DenyReason.APPROVAL_REFUSED, f"refused by {who} via {approval.channel}")
+        comment = approval.comment or None
+        decision = engine.deny(DenyReason.APPROVAL_REFUSED, f"refused by {who} via {approval.channel}"
+                               + (f": {comment}" if comment else ""))
     elif approval.status != Approval.Status.APPROVED:
         decision = engine.deny(DenyReason.APPROVAL_EXPIRED, "the approval expired or was already used")
     elif not run.is_live or not run.worker.active:
@@ -69,7 +72,8 @@ def _approval_conclude(approval_id, decision_id: str) -> Concluded:
     audit_decision(decision, decision_id, run=run, method=req.get("method", ""), url=req.get("url", ""),
                    extra={"approval": str(approval.pk), "approved_by": who if status == "approved" else None,
                           "budget": budget})
-    return Concluded(status, Answer(decision, decision_id, budget=budget, inject=inject, replace=replace))
+    return Concluded(status, Answer(decision, decision_id, budget=budget, inject=inject, replace=replace),
+                     comment=comment)
 
 
 def _rejudge(approval: Approval, run: Run, facts: dict, sentinel_ids: frozenset[int], who: str):

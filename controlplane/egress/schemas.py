@@ -129,6 +129,9 @@ class WaitIn(Strict):
 class WaitOut(Strict):
     status: Literal["pending", "approved", "refused", "expired"]
     decision: DecideOut | None
+    # The approver's comment with a refusal (also in the decision's message); null otherwise. Optional for
+    # the gateway: an older control plane never sends it.
+    comment: str | None = None
 
 
 class OutcomeIn(Strict):

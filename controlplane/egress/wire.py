@@ -51,4 +51,5 @@ def answer_body(answer: Answer) -> dict:
 
 
 def concluded_body(concluded: Concluded) -> dict:
-    return {"status": concluded.status, "decision": answer_body(concluded.answer)}
+    return {"status": concluded.status, "decision": answer_body(concluded.answer),
+            "comment": concluded.comment}

@@ -12,8 +12,12 @@ from controlplane.ledger.models import Cap, ModelCallReservation, ModelPrice, Sp
 
 @admin.register(Cap)
 class CapAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "worker", "unit", "window", "limit"]
+    list_display = ["__str__", "worker", "window", "limit_with_unit"]
     list_filter = ["unit", "window"]
+
+    @admin.display(description="limit", ordering="limit")
+    def limit_with_unit(self, cap: Cap) -> str:
+        return f"{cap.limit:,} {cap.get_unit_display()}"
 
     def save_model(self, request, obj, form, change):
         caps.cap_save(obj, request.user)

@@ -14,22 +14,34 @@ def _describe(cap: Cap) -> dict:
             "unit": cap.unit, "window": cap.window, "limit": cap.limit}
 
 
+def _stored(cap: Cap) -> dict | None:
+    """The cap as the database holds it now (before this change), or None for a new one."""
+    if cap.pk is None:
+        return None
+    before = Cap.objects.select_related("worker").filter(pk=cap.pk).first()
+    return _describe(before) if before is not None else None
+
+
 def cap_save(cap: Cap, user) -> Cap:
+    """Saves a cap and records the change as its own kind, with the value before and after, so an auditor
+    sees a limit raised from 100 to 10,000 requests without diffing two records."""
     with transaction.atomic():
-        created = cap.pk is None
+        old = _stored(cap)
         cap.save()
-        audit_append("grant_change", {**_describe(cap), "event": "created" if created else "changed",
-                                      "by": getattr(user, "username", "")},
+        new = _describe(cap)
+        audit_append("cap_change", {"object": "cap", "event": "created" if old is None else "changed",
+                                    "old": old, "new": new, "by": getattr(user, "username", "")},
                      worker=cap.worker.name if cap.worker_id else None)
     return cap
 
 
 def cap_delete(cap: Cap, user) -> None:
     with transaction.atomic():
-        described = _describe(cap)
+        old = _stored(cap) or _describe(cap)
         cap.delete()
-        audit_append("grant_change", {**described, "event": "deleted", "by": getattr(user, "username", "")},
-                     worker=described["scope"].removeprefix("worker:") if cap.worker_id else None)
+        audit_append("cap_change", {"object": "cap", "event": "deleted", "old": old, "new": None,
+                                    "by": getattr(user, "username", "")},
+                     worker=old["scope"].removeprefix("worker:") if old["scope"] != "org" else None)
 
 
 def _describe_price(price: ModelPrice) -> dict:

@@ -8,10 +8,10 @@ from django.db.models import QuerySet
 
 from controlplane.audit.export import filtered_records
 from controlplane.audit.models import AuditRecord
+from controlplane.audit.services import KINDS as AUDIT_KINDS
 from controlplane.core.ids import MAX_DB_ID
 
-KINDS = ["decision", "tripwire", "approval", "spend", "credential_use", "grant_change", "run_state",
-         "trace", "secret_change", "proposal"]
+KINDS = sorted(AUDIT_KINDS)
 # The format <input type="datetime-local"> shows; Django's default (with a space) would show blank.
 LOCAL_INPUT = "%Y-%m-%dT%H:%M"
 VERDICTS = ["allow", "deny", "ask", "approved", "refused", "expired"]

@@ -10,8 +10,10 @@ PROXY_AUTHENTICATE = 'Basic realm="roster", charset="UTF-8"'
 
 
 def deny_response(status: int, reason: str, message: str, *, decision_id: str = "",
-                  budget: dict | None = None) -> http.Response:
+                  budget: dict | None = None, comment: str | None = None) -> http.Response:
     body: dict = {"verdict": "deny", "reason": reason, "message": message}
+    if comment:  # an approver's words with a refusal
+        body["comment"] = comment
     if decision_id:
         body["decision_id"] = decision_id
     if budget is not None:

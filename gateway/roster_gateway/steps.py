@@ -101,4 +101,4 @@ class Steps:
 def deny_decision(flow: http.HTTPFlow, decision: Decision) -> None:
     """The box's answer to a control-plane deny: its reason, with the status the reason stands for."""
     deny_flow(flow, deny_status(decision), decision.reason or "policy_error", decision.message,
-              decision_id=decision.decision_id, budget=decision.budget)
+              decision_id=decision.decision_id, budget=decision.budget, comment=decision.comment)

@@ -3,10 +3,11 @@ which the gateway turns into a deny: any doubt on the trusted side is a deny."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 VERDICTS = frozenset({"allow", "deny", "ask"})
 DENY_STATUSES = frozenset({402, 403, 407, 503})
+MAX_COMMENT = 2048
 
 
 class WireError(Exception):
@@ -28,6 +29,8 @@ class Decision:
     approval_id: str | None = None
     hold_seconds: int = 0
     budget: dict | None = field(default=None, compare=False)
+    # An approver's comment with a refusal (wait answers only; optional on the wire).
+    comment: str | None = None
 
     def __repr__(self) -> str:  # never print inject/replace values (they are secrets)
         return (f"Decision({self.verdict}, reason={self.reason}, grant={self.grant}, "
@@ -124,6 +127,9 @@ def parse_wait(doc: object) -> ApprovalWait:
         raise WireError(f"unknown approval status {status!r}")
     raw = doc.get("decision")
     decision = parse_decision(raw) if raw is not None else None
+    comment = _str(doc, "comment", optional=True)
+    if comment and decision is not None and decision.verdict == "deny":
+        decision = replace(decision, comment=comment[:MAX_COMMENT])
     if status == "approved" and (decision is None or decision.verdict != "allow"):
         raise WireError("approved without an allow decision")
     if status in ("refused", "expired") and decision is not None and decision.verdict != "deny":

@@ -26,7 +26,7 @@ WAITS = sorted(n for n, f in FIXTURES.items() if f["endpoint"].endswith("/wait")
 
 
 def test_fixtures_are_present():
-    assert len(DECIDE) >= 10 and len(WAITS) == 4, f"tests/contract/ fixtures missing: {sorted(FIXTURES)}"
+    assert len(DECIDE) >= 10 and len(WAITS) == 5, f"tests/contract/ fixtures missing: {sorted(FIXTURES)}"
 
 
 def _flow_like(request: dict):
@@ -147,3 +147,24 @@ def test_tripwire_fixture_is_a_no_grant_deny_without_secrets():
     answer = FIXTURES["decide_deny_tripwire"]["response"]
     decision = parse_decision(answer)
     assert decision.reason == "no_grant" and not decision.inject and not decision.replace
+
+
+def test_refusal_comment_is_parsed_and_optional():
+    answer = parse_wait(FIXTURES["wait_refused_comment"]["response"])
+    assert answer.decision.comment == "not during the release freeze"
+    older = dict(FIXTURES["wait_refused"]["response"])
+    older.pop("comment")  # a control plane from before comments existed
+    assert parse_wait(older).decision.comment is None
+
+
+async def test_held_request_refused_with_a_comment_returns_it_to_the_box(gw, cp):
+    cp.decide = FIXTURES["decide_ask"]["response"]
+    cp.waits = [FIXTURES["wait_refused_comment"]["response"]]
+    flow = make_flow(host="93.184.216.34", token="rt_fixture")
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    body = json.loads(flow.response.content)
+    assert flow.response.status_code == 403
+    assert body["reason"] == "approval_refused"
+    assert body["comment"] == "not during the release freeze"
+    assert body["message"].endswith(": not during the release freeze")

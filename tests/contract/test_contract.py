@@ -85,6 +85,8 @@ def test_wait_fixture(name, gateway, live_run, secret, make_grant, approver):
         approval_decide(approval_id, approver, True, "web")
     elif name == "wait_refused":
         approval_decide(approval_id, approver, False, "web")
+    elif name == "wait_refused_comment":
+        approval_decide(approval_id, approver, False, "web", comment="not during the release freeze")
     elif name == "wait_expired":
         Approval.objects.filter(pk=approval_id).update(expires_at=timezone.now() - timedelta(seconds=1))
     path = fixture["endpoint"].split(" ", 1)[1]

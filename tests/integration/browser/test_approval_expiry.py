@@ -32,5 +32,9 @@ def test_unanswered_request_expires_for_client_and_page(world, page_for):
     assert response.status_code == 403
     assert response.headers["x-roster-deny-reason"] == "approval_expired"
     alice.wait_for_selector("article.approval", state="detached", timeout=15000)
+    # ...and stays in view, in "Recently decided", as expired
+    alice.wait_for_selector('table.recent tr[data-status="expired"]', timeout=15000)
+    assert "expired" in alice.locator('table.recent tr[data-status="expired"] td.status').first.inner_text()
+    harness.shot(alice, "10-expired-in-recently-decided")
     assert alice.evaluate("window.__noReload") == 1
     assert len(harness._Upstream.received) == upstream_before  # nothing reached the upstream

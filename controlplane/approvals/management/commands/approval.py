@@ -1,5 +1,6 @@
-"""`approval list [--status S] [--limit N]`, `approval decide ID approve|refuse --user NAME`: the local
-approval path. The named user must hold approvals.decide_approval; recorded with channel "cli".
+"""`approval list [--status S] [--limit N]`, `approval decide ID approve|refuse --user NAME
+[--comment TEXT]`: the local approval path. The named user must hold approvals.decide_approval; recorded
+with channel "cli".
 
 `approval list` shows what the queue page's card shows (the same masking: credential headers masked,
 sentinels named, hidden characters escaped), one field per line, every line free of terminal controls."""
@@ -8,10 +9,10 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from controlplane.approvals.cards import ApprovalCard, approval_cards
 from controlplane.approvals.models import Approval
-from controlplane.approvals.services import ApprovalClosed, approval_decide
+from controlplane.approvals.services import ApprovalClosed, ApprovalCommentInvalid, approval_decide
 from controlplane.core.terminal import one_line
-from controlplane.web.selectors import ApprovalCard, approval_cards
 
 BODY_PREVIEW_CHARS = 400
 HEADER_VALUE_CHARS = 200
@@ -50,6 +51,8 @@ class Command(BaseCommand):
         decide.add_argument("approval_id")
         decide.add_argument("choice", choices=["approve", "refuse"])
         decide.add_argument("--user", required=True, help="the approver's username (recorded)")
+        decide.add_argument("--comment", default="",
+                            help="why (audited; a refusal's comment reaches the box)")
 
     def handle(self, *args, action, **options):
         if action == "list":
@@ -65,11 +68,12 @@ class Command(BaseCommand):
         except get_user_model().DoesNotExist as exc:
             raise CommandError(f"no user named {options['user']!r}") from exc
         try:
-            approval = approval_decide(options["approval_id"], user, options["choice"] == "approve", "cli")
+            approval = approval_decide(options["approval_id"], user, options["choice"] == "approve", "cli",
+                                       comment=options["comment"])
         except (Approval.DoesNotExist, ValidationError) as exc:
             raise CommandError(f"no approval {options['approval_id']!r}") from exc
         except PermissionDenied as exc:
             raise CommandError(f"{user.get_username()} may not decide approvals") from exc
-        except ApprovalClosed as exc:
+        except (ApprovalClosed, ApprovalCommentInvalid) as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"approval {approval.pk} {approval.status} by {user.get_username()}")

@@ -13,10 +13,10 @@ from django.core.management.base import BaseCommand, CommandError
 from controlplane.approvals.models import Approval
 from controlplane.approvals.services import ApprovalClosed, approval_decide
 from controlplane.audit.verify import verify_database
+from controlplane.dispatch import demo
 from controlplane.dispatch.box import agent_command
+from controlplane.dispatch.demo_report import report_lines, run_facts, summary_line
 from controlplane.dispatch.starting import run_start
-from controlplane.fleet import demo
-from controlplane.fleet.demo_report import report_lines, run_facts, summary_line
 from controlplane.fleet.models import Run
 from controlplane.proposals.models import Proposal
 from controlplane.proposals.services import ProposalClosed, proposal_decide

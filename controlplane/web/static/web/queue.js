@@ -13,7 +13,18 @@
     if (!resp.ok) return;
     const html = await resp.text();
     if (mine !== latest) return;
+    // Keep what an approver is typing: the list is replaced, their half-written comment is not lost.
+    const drafts = {};
+    let focused = null;
+    for (const t of queue.querySelectorAll("textarea[data-approval-id]")) {
+      drafts[t.dataset.approvalId] = t.value;
+      if (document.activeElement === t) focused = t.dataset.approvalId;
+    }
     queue.innerHTML = html;
+    for (const t of queue.querySelectorAll("textarea[data-approval-id]")) {
+      if (drafts[t.dataset.approvalId]) t.value = drafts[t.dataset.approvalId];
+      if (focused === t.dataset.approvalId) t.focus();
+    }
     settle();
     const count = queue.querySelector("#pending-count");
     document.getElementById("queue-announce").textContent = count ? count.dataset.count + " pending" : "";

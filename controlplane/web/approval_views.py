@@ -3,6 +3,8 @@ controlplane.approvals.services.approval_decide (which checks the permission aga
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
@@ -12,10 +14,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from controlplane.approvals import services
+from controlplane.approvals.cards import pending_approval_cards, recent_decided_cards
 from controlplane.approvals.models import Approval
 from controlplane.proposals.selectors import pending_proposal_cards, recent_proposal_cards
+from controlplane.vault.masking import known_sentinels, mask_text
 from controlplane.web.security import hardened
-from controlplane.web.selectors import pending_approval_cards, recent_decided_cards
 
 VIEW_PERM = "approvals.view_approval"
 DECIDE_PERM = "approvals.decide_approval"
@@ -26,6 +29,9 @@ def _queue_context(request: HttpRequest) -> dict:
         "cards": pending_approval_cards(),
         "recent": recent_decided_cards(settings.ROSTER_WEB_RECENT_DECISIONS),
         "can_decide": request.user.has_perm(DECIDE_PERM),
+        "deny_comment_required": settings.ROSTER_APPROVAL_DENY_COMMENT_REQUIRED,
+        "comment_max": settings.ROSTER_APPROVAL_COMMENT_MAX_CHARS,
+        "grace_seconds": settings.ROSTER_APPROVAL_GRACE_SECONDS,
         "proposals": pending_proposal_cards(),
         "recent_proposals": recent_proposal_cards(settings.ROSTER_WEB_RECENT_DECISIONS),
     }
@@ -62,9 +68,24 @@ def approval_decide_view(request: HttpRequest, approval_id) -> HttpResponse:
         raise Http404("no such approval")
     try:
         approval = services.approval_decide(approval_id, request.user, approve=action == "approve",
-                                            channel="web")
-    except services.ApprovalClosed:
-        messages.warning(request, "That request was already decided or has expired; nothing changed.")
+                                            channel="web", comment=request.POST.get("comment", ""))
+    except services.ApprovalCommentInvalid as exc:
+        messages.error(request, f"Nothing changed: {exc}.")
         return redirect("web:approvals")
-    messages.success(request, f"Request {approval.pk} from run {approval.run_id}: {approval.status}.")
+    except services.ApprovalClosed as exc:
+        text = ("That request's run has ended, so it cannot be approved; nothing changed."
+                if "run" in str(exc) else "That request was already decided or has expired; nothing changed.")
+        messages.warning(request, text)
+        return redirect("web:approvals")
+    messages.success(request, decision_confirmation(approval))
     return redirect("web:approvals")
+
+
+def decision_confirmation(approval: Approval) -> str:
+    """The request in words (method, host, path), with the verb of the button that was pressed."""
+    req = approval.request if isinstance(approval.request, dict) else {}
+    parts = urlsplit(str(req.get("url", "")))
+    verb = "Approved" if approval.status == Approval.Status.APPROVED else "Denied"
+    where = mask_text(f"{parts.hostname or '?'}{parts.path or '/'}", known_sentinels())
+    text = f"{verb} {req.get('method', '?')} {where} for {approval.run.worker.name} (run {approval.run_id})"
+    return text + (f", with the comment: {approval.comment}" if approval.comment else ".")

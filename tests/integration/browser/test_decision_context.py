@@ -1,0 +1,60 @@
+"""Decisions with context in a real browser: a deny's comment reaches the box in its 403 and the page
+confirms the request in words; a card says when the box stopped waiting and when its run has ended."""
+
+from __future__ import annotations
+
+import pytest
+
+from controlplane.approvals.models import Approval
+from controlplane.approvals.services import approval_abandon
+from controlplane.fleet.models import Run
+from controlplane.fleet.services import run_set_status
+from tests.integration.browser import harness
+from tests.integration.browser.conftest import hold
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+
+def test_deny_with_comment_reaches_the_box_and_is_confirmed_in_words(world, page_for):
+    alice = page_for(world["alice"])
+    upstream_before = len(harness._Upstream.received)
+    request = hold(world, path="/v1/send?to=team")
+    card = alice.wait_for_selector("article.approval", timeout=20000)
+    alice.fill("article.approval textarea[name=comment]", "Not during the release freeze")
+    alice.wait_for_selector("article.approval button.deny:enabled", timeout=5000)
+    harness.shot(alice, "20-deny-with-comment")
+    assert card is not None
+    alice.click("article.approval button.deny")
+    response = request.result(timeout=40)
+    assert response.status_code == 403
+    body = response.json()
+    assert body["reason"] == "approval_refused"
+    assert body["comment"] == "Not during the release freeze"
+    assert body["message"] == "refused by alice via web: Not during the release freeze"
+    assert len(harness._Upstream.received) == upstream_before
+    confirmation = alice.locator("ul.messages li").inner_text()
+    assert confirmation.startswith("Denied POST 127.0.0.1/v1/send for mailer (run ")
+    assert "Not during the release freeze" in confirmation
+    assert alice.locator("table.recent td.comment").first.inner_text() == "Not during the release freeze"
+    harness.shot(alice, "21-denied-confirmation")
+
+
+def test_card_says_box_stopped_waiting_then_run_ended(world, page_for):
+    alice = page_for(world["alice"])
+    request = hold(world, path="/v1/send?to=ops")
+    alice.wait_for_selector("article.approval", timeout=20000)
+    approval = Approval.objects.get(status=Approval.Status.PENDING, run=world["run"])
+    assert alice.locator(".card-state").count() == 0
+    approval_abandon(approval.pk)  # what the gateway reports when its hold ends
+    alice.wait_for_selector(".card-state.abandoned", timeout=10000)
+    assert "identical retry" in alice.locator(".card-state.abandoned").inner_text()
+    assert alice.locator("article.approval button.approve").count() == 1
+    harness.shot(alice, "22-card-box-stopped-waiting")
+    run_set_status(world["run"].pk, Run.Status.CANCELLED)
+    alice.reload()
+    alice.wait_for_selector(".card-state.run-ended", timeout=10000)
+    assert alice.locator("article.approval button.approve").count() == 0
+    assert alice.locator("article.approval button.deny").count() == 1
+    harness.shot(alice, "23-card-run-ended")
+    alice.click("article.approval button.deny")  # clearing it stays possible
+    assert request.result(timeout=40).status_code == 403
