@@ -4,8 +4,8 @@ worker, and a summary read from the records (a CONNECT's tunnel check is not a r
 from __future__ import annotations
 
 from controlplane.audit.services import audit_append
-from controlplane.fleet import demo
-from controlplane.fleet.demo_report import run_facts, summary_line
+from controlplane.dispatch import demo
+from controlplane.dispatch.demo_report import run_facts, summary_line
 from controlplane.fleet.services import run_create, worker_create
 from controlplane.ledger.models import SpendLine
 from controlplane.policy.models import Grant
