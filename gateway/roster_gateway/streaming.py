@@ -22,6 +22,13 @@ from roster_gateway.scrub import Scrubber
 log = logging.getLogger(__name__)
 
 
+# How much of what already went to the box is read again, with what is held and what just arrived, the
+# way a decoder would read it (unescape.py): an echo escaped character by character (`\u0072&#101;…`) has
+# no fixed form to hold back for, so the stream is cut as soon as such a reading shows a real value. A
+# secret escaped with more than this much padding in total is beyond what a stream re-reads.
+REREAD_BYTES = 8 * 1024
+
+
 class StreamScrubber:
     """Scrubs a byte stream piece by piece, holding back `longest form - 1` bytes."""
 
@@ -29,6 +36,7 @@ class StreamScrubber:
         self._scrubber = scrubber
         self._hold = max(scrubber.longest_form - 1, 0)
         self._pending = b""
+        self._sent_tail = b""
         self.count = 0
         self.failed = False
 
@@ -38,6 +46,7 @@ class StreamScrubber:
             return b""
         try:
             scrubbed, count = self._scrubber.scrub(self._pending + data)
+            self._scrubber.check_readings(self._sent_tail + scrubbed)
         except Exception:  # noqa: BLE001 - an unscrubbable stream is cut, never forwarded as it is
             self.failed = True
             self._pending = b""
@@ -45,6 +54,7 @@ class StreamScrubber:
         self.count += count
         cut = len(scrubbed) if end else max(len(scrubbed) - self._hold, 0)
         out, self._pending = scrubbed[:cut], scrubbed[cut:]
+        self._sent_tail = (self._sent_tail + out)[-REREAD_BYTES:]
         return out
 
 
