@@ -58,3 +58,16 @@ def test_card_says_box_stopped_waiting_then_run_ended(world, page_for):
     harness.shot(alice, "23-card-run-ended")
     alice.click("article.approval button.deny")  # clearing it stays possible
     assert request.result(timeout=40).status_code == 403
+
+
+def test_user_without_a_role_sees_why_and_can_sign_out(world, page_for, stack):
+    from django.contrib.auth.models import User
+
+    eve = User.objects.create_user("eve", password=None)
+    page = page_for(eve, "/")
+    assert page.locator("h1#no-role").inner_text() == "Your account has no role yet"
+    harness.shot(page, "24-no-role")
+    page.click("#no-role-sign-out")
+    page.wait_for_url(lambda url: "/accounts/logout/" in url, timeout=10000)
+    page.goto(stack["base_url"] + "/")
+    assert "/accounts/login/" in page.url
