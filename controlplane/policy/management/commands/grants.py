@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from controlplane.core.errors import RosterError
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Worker
-from controlplane.policy import grantfiles, trial
+from controlplane.policy import dry_run, grantfiles, trial
 
 
 class Command(BaseCommand):
@@ -23,6 +23,10 @@ class Command(BaseCommand):
         imp.add_argument("directory", type=Path)
         imp.add_argument("--prune", action="store_true", help="delete grants that have no file")
         sub.add_parser("export", help="write one file per grant").add_argument("directory", type=Path)
+        dry = sub.add_parser("dry-run", help="replay recorded decisions against the grant files in DIR "
+                                             "(the whole draft grant set) and list what would change")
+        dry.add_argument("directory", type=Path)
+        dry.add_argument("--days", type=int, default=7, help="how far back to replay (default 7)")
         trial = sub.add_parser("test", help="which grant decides a request, and why (changes nothing)")
         trial.add_argument("worker")
         trial.add_argument("method")
@@ -34,6 +38,8 @@ class Command(BaseCommand):
     def handle(self, *args, action, directory=None, **options):
         if action == "test":
             self._test(**options)
+        elif action == "dry-run":
+            self._dry_run(directory, options["days"])
         elif action == "check":
             loaded = grantfiles.load_dir(directory)
             if loaded.errors:
@@ -63,6 +69,16 @@ class Command(BaseCommand):
         except trial.TrialInvalid as exc:
             raise CommandError(str(exc), returncode=1) from None
         self.stdout.write("\n".join(trial.explain(result)))
+
+    def _dry_run(self, directory: Path, days: int):
+        if days < 1 or days > 3660:
+            raise CommandError("--days must be from 1 to 3660", returncode=1)
+        loaded = grantfiles.load_dir(directory)
+        if loaded.errors:
+            raise CommandError("nothing replayed:\n" + self._errors(loaded.errors), returncode=1)
+        report = dry_run.dry_run(dry_run.rules_from_specs(loaded.specs), days=days, actor="cli",
+                                 source=f"files:{directory}")
+        self.stdout.write("\n".join(report.lines()))
 
     @staticmethod
     def _errors(errors) -> str:
