@@ -45,6 +45,10 @@ class GrantForm(forms.ModelForm):
                                   label="Headers (optional)", help_text="Name: value, one per line")
     try_body_size = forms.IntegerField(required=False, min_value=0, label="Body size in bytes (optional)")
     try_mcp_tool = forms.CharField(required=False, max_length=256, label="MCP tool (optional)")
+    try_dry_run_days = forms.IntegerField(
+        required=False, min_value=1, max_value=3660, label="Dry-run over the last N days (optional)",
+        help_text="Replays the decisions recorded in that time against the grants with this unsaved change "
+                  "and lists the verdicts that would change (audited as a dry-run).")
 
     class Meta:
         model = Grant
@@ -59,6 +63,7 @@ class GrantForm(forms.ModelForm):
                 self.initial[name] = " ".join(getattr(self.instance, name) or [])
             self.initial["paths"] = "\n".join(self.instance.paths or [])
         self.spec = None
+        self.actor = ""  # set by the admin: who a dry-run's record names
 
     def clean(self):
         cleaned = super().clean()
@@ -98,7 +103,8 @@ class GrantForm(forms.ModelForm):
                 field = _FIELD_FOR_ERROR.get(field, field)
                 self.add_error(field if field in self.fields else None, message)
         if cleaned.get("try_only") and self.spec is not None:
-            self.add_error("try_url", admin_trial.answer(self.spec, cleaned, self.instance))
+            self.add_error("try_url", admin_trial.answer(self.spec, cleaned, self.instance,
+                                                         actor=self.actor))
         elif cleaned.get("try_only"):
             self.add_error("try_url", "Nothing tested or saved: fix the grant's errors first.")
         return cleaned
@@ -122,6 +128,17 @@ class GrantAdmin(admin.ModelAdmin):
         if obj is not None:
             fields = ["what_this_matches", *fields, "created_at", "updated_at"]
         return fields
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form_class = super().get_form(request, obj, change=change, **kwargs)
+        actor = request.user.get_username()
+
+        class WithActor(form_class):
+            def __init__(self, *args, **kw):
+                super().__init__(*args, **kw)
+                self.actor = actor
+
+        return WithActor
 
     def get_fieldsets(self, request, obj=None):
         return [(None, {"fields": self.get_fields(request, obj)}),

@@ -100,3 +100,19 @@ def test_cli(recorded, tmp_path, capsys):
         call_command("grants", "dry-run", str(_files(tmp_path / "bad", {"x.toml": "host = \n"})))
     with pytest.raises(CommandError, match="--days"):
         call_command("grants", "dry-run", str(tmp_path / "d"), "--days", "0")
+
+
+def test_admin_dry_runs_its_unsaved_change(recorded, client):
+    from django.contrib.auth.models import User
+
+    from tests.policy.test_trial import ADMIN_FORM
+
+    client.force_login(User.objects.create(username="root", is_staff=True, is_superuser=True))
+    grant = Grant.objects.get(slug="docs")
+    form = {**ADMIN_FORM, "worker": str(recorded.pk), "host": "docs.example.com", "methods": "GET",
+            "paths": "", "mode": "deny", "try_only": "on", "try_dry_run_days": "7"}
+    html = client.post(f"/admin/policy/grant/{grant.pk}/change/", form).content.decode()
+    assert "dry-run: 3 decisions replayed, 1 would change" in html
+    assert "docs.example.com / researcher: 1 would change" in html
+    assert Grant.objects.get(slug="docs").mode == "auto"
+    assert '"by":"root"' in AuditRecord.objects.get(kind="dry_run").body
