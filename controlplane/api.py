@@ -3,8 +3,8 @@
 from ninja import NinjaAPI
 from ninja.errors import ValidationError
 
+from controlplane.egress.proposals import router as proposals_router
 from controlplane.egress.routes import router as gateway_router
-from controlplane.proposals.api import router as proposals_router
 
 api = NinjaAPI(title="Roster control plane", version="1", urls_namespace="api")
 

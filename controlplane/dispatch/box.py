@@ -61,6 +61,7 @@ def box_environment(run: Run, network: BoxNetwork, token: str, sentinels: dict[s
         "http_proxy": proxy, "https_proxy": proxy, "all_proxy": proxy,
         "NO_PROXY": "", "no_proxy": "",  # everything goes through the gateway, even "local" names
         "NODE_EXTRA_CA_CERTS": BOX_GATEWAY_CA,
+        "NODE_USE_ENV_PROXY": "1",  # Node >= 24.5 / 22.21: fetch and http use HTTP(S)_PROXY
         "HOME": "/workspace",
         "ROSTER_RUN_ID": str(run.pk),
         "ROSTER_WORKER": run.worker.name,

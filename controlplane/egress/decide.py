@@ -107,7 +107,7 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
     inject: tuple[dict, ...] = ()
     replace: tuple[dict, ...] = ()
     if decision.verdict == Verdict.ASK:
-        digest = request_digest(req.method, req.exact_url, req.body_sha256)
+        digest = request_digest(req.method, req.exact_url, req.body_sha256, req.headers)
         granted = approval_consume_grace(run.pk, digest, decision.grant.slug, now)
         if granted is not None:
             decision = engine.allow_approved(

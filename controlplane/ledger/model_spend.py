@@ -53,10 +53,9 @@ def _micro(input_tokens: int, cached: int, output: int, rates: tuple[int, int, i
 
 def plan(call: ModelCallFacts) -> ModelPlan:
     price = price_for(call.model)
-    max_output = call.max_output_tokens or (price.max_output_tokens if price else 0)
-    if price is not None and call.max_output_tokens:
-        max_output = min(call.max_output_tokens, price.max_output_tokens)  # the ceiling bounds any ask
-    max_output *= call.choices
+    # What the call asked for, else the model's configured ceiling. Never the lower of the two: a ceiling
+    # set too low would let a call that asked for more overshoot its reservation.
+    max_output = (call.max_output_tokens or (price.max_output_tokens if price else 0)) * call.choices
     unbounded = ""
     if price is None:
         unbounded = f"no price is configured for model {call.model[:80]!r}"

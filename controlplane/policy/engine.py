@@ -1,40 +1,25 @@
 """The policy engine: a pure function from (run state, request facts, grants) to a Decision.
 
-Only this module mints a Decision (seed 002 §5). Python cannot make forgery impossible for code
-running in the same process, so a Decision also has to be *authentic* to count: `is_authentic`
-checks that it was issued here and not altered since. Consumers call `require_authentic`.
-Precedence and the pattern language are documented in docs/grants.md.
+The engine is the sole producer of decisions: it alone imports controlplane.policy.decision, where a
+Decision is minted (pyproject's import contracts), and everyone else gets one through `evaluate`,
+`deny` or `allow_approved`, and checks it with `require_authentic`. Precedence and the pattern
+language are documented in docs/grants.md.
 """
 
 from __future__ import annotations
 
 import enum
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from controlplane.core.taint import DataClass
 from controlplane.policy import matching
+from controlplane.policy.decision import Decision, DenyReason, Verdict
+from controlplane.policy.decision import is_authentic as is_authentic  # re-exported: the engine's API
+from controlplane.policy.decision import mint as _mint
+from controlplane.policy.decision import require_authentic as require_authentic  # re-exported
 from controlplane.policy.normalize import NormalizationError, normalize_host, normalize_path, normalize_port
-
-
-class Verdict(enum.StrEnum):
-    ALLOW = "allow"
-    DENY = "deny"
-    ASK = "ask"
-
-
-class DenyReason(enum.StrEnum):
-    NO_GRANT = "no_grant"
-    GRANT_EXPIRED = "grant_expired"
-    TAINT_TOO_HIGH = "taint_too_high"
-    DENIED_BY_GRANT = "denied_by_grant"
-    APPROVAL_REFUSED = "approval_refused"
-    APPROVAL_EXPIRED = "approval_expired"
-    OVER_BUDGET = "over_budget"
-    BAD_TOKEN = "bad_token"
-    POLICY_ERROR = "policy_error"
 
 
 class Mode(enum.StrEnum):
@@ -135,92 +120,6 @@ class GrantRule:
         )
 
 
-class _Issued:
-    """Registry of decisions minted here, with the field values they were minted with."""
-
-    def __init__(self) -> None:
-        self._fields: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-    def add(self, decision: Decision) -> None:
-        self._fields[decision] = decision._snapshot()
-
-    def check(self, decision: object) -> bool:
-        try:
-            return type(decision) is Decision and self._fields.get(decision) == decision._snapshot()
-        except Exception:  # noqa: BLE001 - anything odd about the object means "not authentic"
-            return False
-
-
-def _make_minter():
-    token = object()
-    issued = _Issued()
-
-    def mint(verdict, reason, grant, message, tripwire=False) -> Decision:
-        decision = Decision(token, Verdict(verdict), reason, grant, str(message), bool(tripwire))
-        issued.add(decision)
-        return decision
-
-    return token, mint, issued.check
-
-
-class Decision:
-    """verdict, reason (DenyReason or None), grant (GrantRule or None), message, tripwire.
-    No public constructor, immutable, not copyable or picklable, not subclassable."""
-
-    __slots__ = ("_verdict", "_reason", "_grant", "_message", "_tripwire", "__weakref__")
-
-    def __init_subclass__(cls, **kwargs):
-        raise TypeError("Decision cannot be subclassed")
-
-    def __init__(self, token, verdict, reason, grant, message, tripwire):
-        if token is not _TOKEN:
-            raise TypeError("a Decision is made only by controlplane.policy.engine")
-        set_ = object.__setattr__
-        set_(self, "_verdict", verdict)
-        set_(self, "_reason", DenyReason(reason) if reason is not None else None)
-        set_(self, "_grant", grant)
-        set_(self, "_message", message)
-        set_(self, "_tripwire", tripwire)
-
-    verdict = property(lambda self: self._verdict)
-    reason = property(lambda self: self._reason)
-    grant = property(lambda self: self._grant)
-    message = property(lambda self: self._message)
-    tripwire = property(lambda self: self._tripwire)
-
-    def _snapshot(self) -> tuple:
-        return (self._verdict, self._reason, self._grant, self._message, self._tripwire)
-
-    def __setattr__(self, name, value):
-        raise AttributeError("Decision is immutable")
-
-    def __delattr__(self, name):
-        raise AttributeError("Decision is immutable")
-
-    def __reduce_ex__(self, protocol):
-        raise TypeError("a Decision cannot be copied or pickled")
-
-    def __copy__(self):
-        raise TypeError("a Decision cannot be copied")
-
-    def __deepcopy__(self, memo):
-        raise TypeError("a Decision cannot be copied")
-
-    def __repr__(self) -> str:
-        slug = self._grant.slug if self._grant else None
-        return f"Decision({self._verdict}, {self._reason}, grant={slug!r}, tripwire={self._tripwire})"
-
-
-_TOKEN, _mint, is_authentic = _make_minter()
-
-
-def require_authentic(decision: object) -> Decision:
-    """The decision, if this module issued it and nobody altered it; otherwise TypeError."""
-    if not is_authentic(decision):
-        raise TypeError("not a Decision issued by the policy engine")
-    return decision  # type: ignore[return-value]
-
-
 def deny(reason: DenyReason, message: str) -> Decision:
     return _mint(Verdict.DENY, DenyReason(reason), None, message)
 
@@ -233,7 +132,7 @@ def allow_approved(grant: GrantRule, message: str) -> Decision:
 
 
 def taint_after(run: RunState, grant: GrantRule) -> tuple[DataClass, bool]:
-    """Seed 002 §2: a result raises taint to the grant's result_class, never lowers it; a result from
+    """A result raises taint to the grant's result_class, never lowers it; a result from
     an untrusted grant marks the run untrusted for good."""
     return DataClass(max(run.taint, grant.result_class)), bool(run.untrusted or grant.untrusted)
 

@@ -9,7 +9,7 @@ import json
 from django import forms
 from django.contrib import admin
 
-from controlplane.audit.admin import ReadOnlyAdmin
+from controlplane.core.admin import ReadOnlyAdmin
 from controlplane.core.errors import ValidationFailed
 from controlplane.core.taint import DataClass
 from controlplane.proposals import config_services

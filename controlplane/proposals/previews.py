@@ -1,6 +1,6 @@
 """What an approver sees of a proposal, by kind: the e-mail as it will be sent, the webhook's body, the
 commits and diff summary of a push, the identity change as a diff. Everything from the box is shown as
-inert text with hidden characters made visible (controlplane.web.masking.visible); sentinels masked."""
+inert text with hidden characters made visible (controlplane.vault.masking.visible); sentinels masked."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import re
 
 from controlplane.core.taint import DataClass
 from controlplane.proposals.models import Proposal
+from controlplane.vault.masking import known_sentinels, mask_text, visible
 from controlplane.vault.redact import url_for_record
-from controlplane.web.masking import known_sentinels, mask_text, visible
 
 MAX_SHOWN = 20_000  # characters of any one text shown in full; the rest is cut with a note
 _SUBJECT = re.compile(r"^Subject: (?:\[PATCH[^\]]*\] )?(.*)$", re.MULTILINE)

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from controlplane.proposals import previews
 from controlplane.proposals.models import Proposal
-from controlplane.web.masking import known_sentinels
+from controlplane.vault.masking import known_sentinels
 
 
 def _card(proposal: Proposal, sentinels: dict, now) -> dict:

@@ -26,6 +26,7 @@ from controlplane.ledger.types import OverBudget
 from controlplane.proposals import schemas, trust
 from controlplane.proposals.config_services import PROPOSAL_KIND_FOR_DESTINATION
 from controlplane.proposals.models import Destination, Proposal
+from controlplane.proposals.services import after_change
 from controlplane.proposals.validation import branch_allowed, recipient_allowed
 
 
@@ -228,8 +229,6 @@ def _record(run_snapshot: Run, proposal_in, dest: Destination | None, raw: bytes
             verdict="ask",
         )
         trust.apply_earned_trust(proposal)
-        from controlplane.proposals.services import after_change  # noqa: PLC0415 - services imports submit
-
         after_change(proposal)
     return Answer(201, box_view(proposal))
 

@@ -9,7 +9,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from controlplane.proposals import services
+from controlplane.proposals import execution, expiry
 from controlplane.proposals.executors import Outcome, credential_of, perform
 
 log = logging.getLogger(__name__)
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 def execute_once(proposal_id: str) -> str:
     """One attempt. Returns the proposal's status afterwards ("skipped" if it was not approved)."""
-    proposal = services.proposal_claim(proposal_id)
+    proposal = execution.proposal_claim(proposal_id)
     if proposal is None:
         return "skipped"
     credential = None
@@ -29,10 +29,10 @@ def execute_once(proposal_id: str) -> str:
         outcome = Outcome(ok=False, transient=False, summary="executor error", detail=type(exc).__name__)
     record = outcome.as_record(credential)
     if outcome.ok:
-        services.proposal_finished(proposal, record)
+        execution.proposal_finished(proposal, record)
         return "executed"
     final = not outcome.transient or proposal.attempts >= settings.ROSTER_EXECUTOR_MAX_ATTEMPTS
-    services.proposal_attempt_failed(proposal, record, final=final)
+    execution.proposal_attempt_failed(proposal, record, final=final)
     return "failed" if final else "retry"
 
 
@@ -47,4 +47,4 @@ def execute_proposal(self, proposal_id: str) -> str:
 
 @shared_task(ignore_result=True)
 def expire_proposals() -> int:
-    return services.proposal_expire_due()
+    return expiry.proposal_expire_due()

@@ -9,10 +9,10 @@ from django.http import QueryDict
 
 from controlplane.audit.export import filtered_records
 from controlplane.audit.models import AuditRecord
+from controlplane.audit.services import KINDS as AUDIT_KINDS
 from controlplane.core.ids import MAX_DB_ID
 
-KINDS = ["decision", "tripwire", "approval", "spend", "credential_use", "grant_change", "run_state",
-         "trace", "secret_change", "proposal", "login_lockout", "cap_change", "dry_run"]
+KINDS = sorted(AUDIT_KINDS)
 # The format <input type="datetime-local"> shows; Django's default (with a space) would show blank.
 LOCAL_INPUT = "%Y-%m-%dT%H:%M"
 VERDICTS = ["allow", "deny", "ask", "approved", "refused", "expired"]

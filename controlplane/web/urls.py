@@ -1,8 +1,6 @@
 from django.urls import path
 
-from controlplane.approvals import views as approval_views
-from controlplane.proposals import views as proposal_views
-from controlplane.web import audit_views, views
+from controlplane.web import approval_views, audit_views, proposal_views, views
 
 app_name = "web"
 

@@ -11,26 +11,28 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET
 
+from controlplane.approvals.cards import approval_cards_for_run
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run
+from controlplane.ledger.models import Unit
 from controlplane.ledger.selectors import cap_statuses
 from controlplane.web import selectors
 from controlplane.web.security import hardened
 
+UNIT_LABELS = dict(Unit.choices)
 STATIC_DIR = Path(__file__).resolve().parent / "static" / "web"
 # Only these files are served; daphne has no static handler and we need just two small files.
 ASSETS = {"roster.css": "text/css", "queue.js": "text/javascript"}
 
 
 def _cap_statuses() -> list:
-    from controlplane.ledger.models import Unit
     rows = []
     for cap in cap_statuses():
         limit = int(cap.limit)
         spent = int(cap.spent)
         pct = 100 if limit <= 0 else min(100, spent * 100 // limit)
         unit = getattr(cap.unit, "value", cap.unit)
-        rows.append({"scope": cap.scope, "unit": unit, "unit_label": Unit(unit).label.lower(),
+        rows.append({"scope": cap.scope, "unit": unit, "unit_label": UNIT_LABELS.get(unit, unit).lower(),
                      "window": getattr(cap.window, "value", cap.window), "limit": limit, "spent": spent,
                      "percent": pct, "over": spent >= limit, "high": limit * 8 // 10})
     return rows
@@ -59,7 +61,7 @@ def run_timeline(request: HttpRequest, run_id: int) -> HttpResponse:
         "run": run,
         "taint": DataClass(run.taint).label,
         "entries": selectors.run_timeline(run),
-        "approvals": selectors.approval_cards_for_run(run),
+        "approvals": approval_cards_for_run(run),
         "totals": selectors.run_totals(run),
         "traces": selectors.run_traces(run),
         "output": run.output[: settings.ROSTER_WEB_OUTPUT_PREVIEW_CHARS],

@@ -47,12 +47,23 @@ def test_echo_split_anywhere_is_scrubbed(form):
         assert stream.scrubber.count == 1
 
 
-def test_only_the_longest_form_less_one_is_held_back():
+def test_only_a_possible_beginning_of_a_form_is_held_back():
     scrubber = _scrubber()
     stream = StreamScrubber(scrubber)
-    first = stream.feed(b"x" * 1000)
-    assert len(first) == 1000 - (scrubber.longest_form - 1)
-    assert stream.feed(b"", end=True) == b"x" * (scrubber.longest_form - 1)
+    assert stream.feed(b"data: hello\n\n") == b"data: hello\n\n"  # a whole event goes on at once
+    held = REAL[:12].encode()
+    assert stream.feed(b"data: " + held) == b"data: "  # could be the secret arriving: held
+    assert stream.feed(b"-not-it\n\n") == held + b"-not-it\n\n"
+    assert stream.feed(b"x" * 1000 + REAL[:5].encode(), end=True) == b"x" * 1000 + REAL[:5].encode()
+    assert len(REAL) < scrubber.longest_form
+
+
+def test_near_an_escape_the_whole_window_is_held():
+    scrubber = _scrubber()
+    stream = StreamScrubber(scrubber)
+    data = b"data: " + b"y" * 200 + b'\\u0072'
+    out = stream.feed(data)
+    assert out == data[:len(data) - (scrubber.longest_form - 1)]
 
 
 def test_without_a_secret_nothing_is_held():
@@ -62,6 +73,7 @@ def test_without_a_secret_nothing_is_held():
 
 class _Stuck:
     longest_form = 4
+    forms = frozenset({b"abcd"})
 
     def scrub(self, data):
         raise Unscrubbable("echoes remain")
@@ -107,3 +119,24 @@ def test_headers_scrubbed_before_they_go_out():
     stream = start_stream(flow, None, _scrubber())
     assert flow.response.headers["x-echo"] == f"Bearer {SENTINEL}" and stream.scrubber.count == 1
     assert flow.response.stream is stream
+
+
+def _every_char_escaped(value: str, style: str) -> bytes:
+    if style == "json":
+        return "".join(f"\\u{ord(c):04x}" for c in value).encode()
+    if style == "html":
+        return "".join(f"&#{ord(c)};" for c in value).encode()
+    return "".join(f"&#x{ord(c):x};" if i % 2 else f"\\u{ord(c):04x}" for i, c in enumerate(value)).encode()
+
+
+@pytest.mark.parametrize("style", ["json", "html", "mixed"])
+def test_an_echo_escaped_character_by_character_cuts_the_stream(style):
+    """No fixed form to hold back for: the reading of what arrived (with the recent tail already sent) shows
+    the real value, so the stream is cut before the piece that completes it goes on."""
+    escaped = _every_char_escaped(REAL, style)
+    body = b"data: {\"echo\": \"" + escaped + b"\"}\n\n"
+    for cut in (1, len(body) // 3, len(body) // 2, len(body) - 5):
+        stream = ResponseStream(None, StreamScrubber(_scrubber()))
+        out, _ = _run(stream, [body[:cut], body[cut:], b"data: after\n\n"])
+        assert stream.scrubber.failed
+        assert escaped not in out and b"after" not in out

@@ -73,7 +73,7 @@ def test_tools_run_and_a_denied_fetch_reaches_the_model_as_a_refusal(tmp_path, s
             {"tools": [{"name": "read_file", "arguments": {"path": "out/a.txt"}},
                        {"name": "read_file", "arguments": {"path": "../../etc/passwd"}},
                        {"name": "fetch_url", "arguments": {"url": denied + "/secret"}}]},
-            {"tool": "propose", "arguments": {"destination": "slack", "action": "post", "payload": {"t": 1}}},
+            {"tool": "propose", "arguments": {"kind": "webhook", "destination": "chat", "payload": {"t": 1}}},
             {"say": "Done: hello."}]})
         with scripted_model_server(script, KEY) as (port, model):
             config = _config(f"http://127.0.0.1:{port}", tmp_path, stream=stream, proposals_url=denied + "/p")

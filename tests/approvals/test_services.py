@@ -169,3 +169,45 @@ def test_abandon_keeps_the_approval_decidable(run, settings):
     grace = (approval.grace_until - approval.decided_at).total_seconds()
     assert approval.status == "approved" and grace == settings.ROSTER_APPROVAL_GRACE_SECONDS
     assert AuditRecord.objects.filter(kind="approval", body__contains='"abandoned"').exists()
+
+
+BASE_HEADERS = [("Authorization", "Bearer sk-roster-x"), ("Content-Type", "application/json"),
+                ("Accept", "*/*"), ("Connection", "keep-alive"), ("Content-Length", "2")]
+BINDING = [
+    ("another Authorization", [("Authorization", "Bearer other")], False),
+    ("another Content-Type", [("Content-Type", "text/plain")], False),
+    ("an added method override", [("X-HTTP-Method-Override", "DELETE")], False),
+    ("a header dropped", [("Accept", None)], False),
+    ("a second value of a header", [("Accept", "*/*"), ("Accept", "text/html")], False),
+    ("header name case", [("authorization", "Bearer sk-roster-x"), ("Authorization", None)], True),
+    ("transport: Connection", [("Connection", "close")], True),
+    ("transport: Content-Length", [("Content-Length", "3")], True),
+    ("transport: Proxy-Authorization", [("Proxy-Authorization", "Basic eA==")], True),
+    ("header order across names", "reorder", True),
+]
+
+
+def _changed(change) -> list[tuple[str, str]]:
+    if change == "reorder":
+        return list(reversed(BASE_HEADERS))
+    headers = list(BASE_HEADERS)
+    for name, value in change:
+        if value is None:
+            headers = [(n, v) for n, v in headers if n != name]
+        elif any(n == name for n, _ in headers) and name != "Accept":
+            headers = [(n, value if n == name else v) for n, v in headers]
+        else:
+            headers.append((name, value))
+    return headers
+
+
+@pytest.mark.parametrize("name,change,same", BINDING, ids=[b[0] for b in BINDING])
+def test_an_approval_binds_every_end_to_end_header(name, change, same):
+    base = request_digest("POST", "https://h:443/p", "a" * 64, BASE_HEADERS)
+    assert (request_digest("POST", "https://h:443/p", "a" * 64, _changed(change)) == base) is same
+
+
+def test_the_snapshot_names_the_bound_headers():
+    snapshot = request_snapshot(method="POST", url="https://h:443/p", headers=BASE_HEADERS, body_preview="{}",
+                                body_sha256="a" * 64, body_size=2)
+    assert snapshot["bound_headers"] == ["accept", "authorization", "content-type"]

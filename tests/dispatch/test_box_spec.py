@@ -36,7 +36,7 @@ def test_gateway_ca_trusted_by_the_usual_variables(worker, gateway_ca):
     env = spec["environment"]
     for name in ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"):
         assert env[name] == BOX_CA_BUNDLE
-    assert env["NODE_EXTRA_CA_CERTS"] == "/etc/roster/gateway-ca.pem"
+    assert env["NODE_EXTRA_CA_CERTS"] == "/etc/roster/gateway-ca.pem" and env["NODE_USE_ENV_PROXY"] == "1"
     assert gateway_ca.read_text() in dirs.ca_bundle.read_text()
     mounts = {m["Target"]: m for m in spec["mounts"]}
     assert mounts[BOX_CA_BUNDLE]["ReadOnly"] is True

@@ -42,7 +42,7 @@ def _wait(gateway, approval_id, timeout=0):
 
 def test_approved_request_is_allowed_once(gateway, token, ask_grant, approver):
     approval_id = _ask(gateway, token)
-    assert _wait(gateway, approval_id) == {"status": "pending", "decision": None}
+    assert _wait(gateway, approval_id) == {"status": "pending", "decision": None, "comment": None}
     approval_decide(approval_id, approver, True, "web")
     answer = _wait(gateway, approval_id)
     assert answer["status"] == "approved"

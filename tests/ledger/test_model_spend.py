@@ -106,11 +106,11 @@ def test_token_cap_refuses_legibly_with_spent_and_reserved(worker, run):
     assert _total("tokens") == 150 + 600
 
 
-def test_choices_multiply_the_worst_case_and_the_ceiling_bounds_it(worker, run):
+def test_choices_multiply_the_worst_case_and_the_ceiling_stands_in_for_no_ask(worker, run):
     _price(ceiling=1000)
     assert _reserve(worker, run, "dc_n", _call(max_out=50, choices=4, estimate=10)).tokens == 10 + 200
     assert _reserve(worker, run, "dc_c", _call(max_out=None, estimate=10)).tokens == 10 + 1000
-    assert _reserve(worker, run, "dc_x", _call(max_out=10**9, estimate=10)).tokens == 10 + 1000
+    assert _reserve(worker, run, "dc_x", _call(max_out=10**9, estimate=10)).tokens == 10 + 10**9
 
 
 def test_money_cap_without_a_price_refuses(worker, run):

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from controlplane.core.taint import DataClass
-from controlplane.policy import engine
+from controlplane.policy import decision, engine
 from controlplane.policy.engine import (
     Decision,
     DenyReason,
@@ -86,7 +86,7 @@ def test_tampering_with_an_issued_decision_is_detected():
 
 
 def test_the_module_token_alone_does_not_mint_an_accepted_decision():
-    forged = Decision(engine._TOKEN, Verdict.ALLOW, None, GRANT, "forged", False)
+    forged = Decision(decision._TOKEN, Verdict.ALLOW, None, GRANT, "forged", False)
     assert not is_authentic(forged)
 
 

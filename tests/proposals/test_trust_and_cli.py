@@ -15,7 +15,7 @@ from django.utils import timezone
 from controlplane.audit.models import AuditRecord
 from controlplane.core.errors import ValidationFailed
 from controlplane.fleet.models import Worker
-from controlplane.proposals import previews, services
+from controlplane.proposals import expiry, previews, services
 from controlplane.proposals.config_services import trust_rule_save
 from controlplane.proposals.models import Proposal, TrustRule
 from controlplane.proposals.tasks import expire_proposals
@@ -156,7 +156,7 @@ def test_expiry_is_not_refusal(gw, token, make_destination):
         services.proposal_decide(body["id"], _approver(), approve=True, channel="web")
     assert Proposal.objects.get(pk=body["id"]).status == "expired"
     assert gw.status(token, body["id"])[1]["status"] == "expired"
-    assert services.proposal_expire_due() == 0
+    assert expiry.proposal_expire_due() == 0
     _s, later = gw.propose(token, {"kind": "webhook", "destination": "hooks", "payload": {"n": 2}})
     Proposal.objects.filter(pk=later["id"]).update(expires_at=timezone.now() - timedelta(seconds=1))
     assert expire_proposals() == 1  # the beat task

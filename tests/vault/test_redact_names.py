@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from controlplane.approvals.services import request_snapshot
+from controlplane.vault.masking import mask_headers
 from controlplane.vault.redact import MASK, is_credential_name, url_for_record
-from controlplane.web.masking import mask_headers
 
 CREDENTIAL_NAMES = [
     "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Api-Key", "api_key", "apikey",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -89,6 +90,16 @@ def test_credential_headers_and_sentinels_are_masked(approver, run):
     assert "session=abcdef" not in html
     assert "text/plain" in html  # harmless headers stay readable
     assert "sentinel of openai" in html  # the URL tells the approver which secret it points at
+
+
+def test_the_approver_sees_which_headers_the_approval_binds(approver, run):
+    open_approval(run, headers=[["Authorization", "Bearer x"], ["Content-Type", "application/json"],
+                                ["Connection", "keep-alive"]])
+    html = _login(approver).get(QUEUE).content.decode()
+    row = r"<tr><td><code>([^<]+)</code></td><td><code>[^<]*</code></td><td class=\"bound\">([^<]+)</td>"
+    rows = re.findall(row, html)
+    assert rows == [("Authorization", "bound"), ("Content-Type", "bound"), ("Connection", "—")]
+    assert "Approving covers exactly this method, this URL, this body" in html
 
 
 def test_non_approver_sees_no_buttons_and_cannot_post(auditor, approval):

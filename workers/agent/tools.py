@@ -29,10 +29,11 @@ def tool_specs(config: AgentConfig) -> list[dict]:
         _spec("read_file", "Read a text file in the workspace.", {"path": text}, ["path"]),
         _spec("write_file", "Write a text file in the workspace (replaces it).",
               {"path": text, "content": text}, ["path", "content"]),
-        _spec("propose", "Propose a consequential action (send, post, push) for a human or a rule to "
-              "approve; the box never acts itself.",
-              {"destination": text, "action": text, "payload": {"type": "object"}, "reason": text},
-              ["destination", "action", "payload"]),
+        _spec("propose", "Propose a consequential action for a human (or an admin's rule) to approve; the "
+              "box never acts itself. kind: webhook | email | git_push | identity_edit; destination: a "
+              "name the admin defined; payload: by kind (webhook: any object; email: to, subject, body).",
+              {"kind": text, "destination": text, "payload": {"type": "object"}, "reason": text},
+              ["kind", "payload"]),
     ]
     if config.mcp_servers:
         specs.append(_spec(
@@ -85,19 +86,31 @@ def write_file(config: AgentConfig, path: str, content: str) -> str:
     return f"wrote {len(content)} characters to {path}"
 
 
-def propose(config: AgentConfig, destination: str, action: str, payload: object, reason: str = "") -> str:
-    body = json.dumps({"destination": destination, "action": action, "payload": payload,
-                       "reason": reason}).encode()
+def propose(config: AgentConfig, kind: str, payload: object, destination: str = "", reason: str = "") -> str:
+    """POST to the gateway's reserved proposals name (docs/proposals.md); the run is the proxy token's."""
+    proposal: dict = {"kind": kind, "payload": payload}
+    if destination:
+        proposal["destination"] = destination
+    if reason:
+        proposal["reason"] = reason
+    body = json.dumps(proposal).encode()
     try:
         reply = net.send("POST", config.proposals_url, headers={"Content-Type": "application/json"},
                          body=body, timeout=config.http_timeout)
     except net.NetworkFailure as exc:
         return f"proposals are unavailable: {exc}"
-    if not reply.ok:
-        refusal = reply.refusal
-        why = refusal.describe() if refusal else f"HTTP {reply.status}: {_excerpt(reply.text(), 300)}"
+    if reply.ok:
+        return f"proposal recorded (HTTP {reply.status}): {_excerpt(reply.text(), 2000)}"
+    refusal = reply.refusal  # a gateway deny: the proposals name is not served here
+    if refusal is not None or reply.status >= 500:
+        why = refusal.describe() if refusal else f"HTTP {reply.status}"
         return f"proposals are unavailable: {why}"
-    return f"proposal recorded (HTTP {reply.status}): {_excerpt(reply.text(), 2000)}"
+    try:
+        answer = reply.json()
+        why = f"{answer.get('error')}: {answer.get('message')}"
+    except (ValueError, AttributeError):
+        why = _excerpt(reply.text(), 300)
+    return f"proposal REFUSED (HTTP {reply.status}) {why}"
 
 
 def _mcp_result(reply: net.Reply) -> object:

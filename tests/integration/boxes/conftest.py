@@ -52,14 +52,17 @@ def docker_client():
 
 @pytest.fixture(scope="session")
 def box_site(docker_client, tmp_path_factory):
-    subprocess.run([str(REPO / "workers" / "build.sh")], check=True, capture_output=True, timeout=900)
+    # ROSTER_TEST_BOX_IMAGE: a tag of this checkout's own, where several checkouts share one dockerd and
+    # each rebuild of roster-box:latest would otherwise swap the image under another's running tests.
+    image = os.environ.get("ROSTER_TEST_BOX_IMAGE", "roster-box:latest")
+    subprocess.run([str(REPO / "workers" / "build.sh")], check=True, capture_output=True, timeout=900,
+                   env={**os.environ, "ROSTER_BOX_IMAGE": image})
     namespace = "rst" + secrets.token_hex(3)
     network, bridge, port = f"{namespace}-net", f"{namespace}br", procs.free_port()
     subprocess.run([str(REPO / "scripts" / "network-lockdown.sh"), network, bridge, str(port)], check=True,
                    capture_output=True, timeout=60)
     tmp = tmp_path_factory.mktemp("boxes")
     gateway_ip = docker_client.networks.get(network).attrs["IPAM"]["Config"][0]["Gateway"]
-    image = "roster-box:latest"
     site = BoxSite(
         namespace=namespace, network=network, bridge=bridge, gateway_ip=gateway_ip, gateway_port=port,
         image=image, tmp=tmp,

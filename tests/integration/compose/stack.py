@@ -11,6 +11,7 @@ import secrets
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,10 +93,24 @@ class ComposeStack:
         return self.compose_run(0, "exec", "-T", "web", "python", "manage.py", *args, timeout=120,
                                 stdin=stdin, check=check)
 
+    def only_worker(self, host: int) -> None:
+        """Only box host HOST's Celery worker takes runs: the other's is stopped, this one started."""
+        self.compose_run(1 - host, "stop", "--timeout", "5", "celery-worker")
+        self.compose_run(host, "start", "celery-worker")
+
     def save_logs(self) -> None:
-        for host in (0, 1):
+        def save(host: int) -> None:
             out = self.compose_run(host, "logs", "--no-color", timeout=120, check=False)
             (self.logs / f"compose-{self.project_of(host)[0]}.log").write_text(out.stdout + out.stderr)
+
+        _both(save)
+
+
+def _both(action) -> None:
+    """ACTION(0) and ACTION(1) in parallel (each mostly waits on the compose tool); re-raises a failure."""
+    with ThreadPoolExecutor(2) as pool:
+        for future in [pool.submit(action, host) for host in (0, 1)]:
+            future.result()
 
 
 def _secrets(directory: Path) -> None:
@@ -142,6 +157,23 @@ def _unlock_network(host: BoxHost) -> None:
     run([str(REPO / "scripts" / "network-unlock.sh"), host.bridge], check=False)
 
 
+def _image_ids() -> dict[str, str]:
+    ids = {}
+    for tag in (CONTROLPLANE_IMAGE, GATEWAY_IMAGE):
+        found = run(["docker", "image", "inspect", "-f", "{{.Id}}", tag], check=False)
+        ids[tag] = found.stdout.strip() if found.returncode == 0 else ""
+    return ids
+
+
+def _remove_replaced(before: dict[str, str]) -> None:
+    """A rebuild moves this test's tags to new images: the images they named before are this test's
+    leftovers (removal fails harmlessly while another session's containers still use one)."""
+    after = _image_ids()
+    for tag, old in before.items():
+        if old and old != after[tag]:
+            run(["docker", "image", "rm", old], check=False)
+
+
 def wait_healthy(url: str, timeout: float) -> dict:
     """Until the gateway's health says it reaches the control plane (its token accepted)."""
     deadline, last = time.monotonic() + timeout, None
@@ -178,19 +210,21 @@ def compose_stack(tmp: Path, logs: Path):
         for index in (1, 2):
             hosts.append(_lock_network(namespace, index, procs.free_port(), tmp))
         # One build per image (compose would build the shared control plane image once per service).
+        before = _image_ids()
         stack.compose_run(0, "build", "migrate", "gateway", timeout=1800)
-        stack.compose_run(0, "up", "-d")
-        stack.compose_run(1, "up", "-d")
+        _remove_replaced(before)
+        # Both hosts at once, as two machines would start: the second host's gateway answers 503 until
+        # the control plane's decision API is up, and its worker's preflight waits on that gateway.
+        _both(lambda host: stack.compose_run(host, "up", "-d"))
         for host in hosts:
             wait_healthy(f"http://127.0.0.1:{host.health_port}/healthz", timeout=120)
         yield stack
     finally:
         with contextlib.suppress(Exception):
             stack.save_logs()
-        for index in (1, 0):
-            with contextlib.suppress(Exception):
-                stack.compose_run(index, "down", "-v", "--remove-orphans", "--timeout", "5", timeout=300,
-                                  check=False)
+        with contextlib.suppress(Exception):
+            _both(lambda host: stack.compose_run(host, "down", "-v", "--remove-orphans", "--timeout", "5",
+                                                 timeout=300, check=False))
         for host in hosts:
             _unlock_network(host)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -5,8 +5,6 @@ gateway and locked network) dispatching runs against the same control plane."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.postgres, pytest.mark.slow,
@@ -22,12 +20,16 @@ def _grant(port: int) -> str:
 
 def _box_run(stack, upstream: str) -> tuple[str, str]:
     """One run: an allowed request, a denied one, and the gateway the box was given. (status, logs)"""
-    script = (f'curl -sS {upstream}/allowed; echo; curl -sS {upstream}/denied; echo; '
-              'echo "gateway ${HTTP_PROXY##*@}"')
-    started = stack.manage("run", "start", WORKER, "--timeout", "60", "--", "sh", "-c", script).stdout
-    run_id = re.search(r"run (\d+)", started).group(1)
-    waited = stack.manage("run", "wait", run_id, "--timeout", "90", check=False).stdout
-    return waited, stack.manage("run", "logs", run_id).stdout
+    box = (f'curl -sS {upstream}/allowed; echo; curl -sS {upstream}/denied; echo; '
+           'echo "gateway ${HTTP_PROXY##*@}"')
+    # The operator's three commands in one exec: run start, run wait on the id it printed, run logs.
+    script = ('set -e; started=$(python manage.py run start "$1" --timeout 60 -- sh -c "$2"); '
+              'id=$(echo "$started" | sed -n "s/^run \\([0-9]*\\).*/\\1/p"); '
+              'python manage.py run wait "$id" --timeout 90 || true; echo "---"; '
+              'python manage.py run logs "$id"')
+    out = stack.compose_run(0, "exec", "-T", "web", "sh", "-c", script, "sh", WORKER, box, timeout=240).stdout
+    status, _, logs = out.partition("---\n")
+    return status, logs
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +47,8 @@ def test_control_plane_runs_on_postgresql(stack):
 
 
 def test_box_run_through_the_compose_gateway_is_decided_by_the_control_plane(stack, configured):
-    stack.compose_run(1, "stop", "celery-worker")  # this run must be the first box host's
-    try:
-        status, logs = _box_run(stack, configured)
-    finally:
-        stack.compose_run(1, "start", "celery-worker")
+    stack.only_worker(0)  # this run must be the first box host's
+    status, logs = _box_run(stack, configured)
     assert "succeeded" in status, (status, logs)
     lines = [line for line in logs.splitlines() if line]
     assert lines[0] == "upstream saw /allowed", logs
@@ -60,11 +59,8 @@ def test_box_run_through_the_compose_gateway_is_decided_by_the_control_plane(sta
 
 
 def test_second_box_host_dispatches_against_the_same_control_plane(stack, configured):
-    stack.compose_run(0, "stop", "celery-worker")  # only the second box host's worker takes runs now
-    try:
-        status, logs = _box_run(stack, configured)
-    finally:
-        stack.compose_run(0, "start", "celery-worker")
+    stack.only_worker(1)  # only the second box host's worker takes runs now
+    status, logs = _box_run(stack, configured)
     assert "succeeded" in status, (status, logs)
     lines = [line for line in logs.splitlines() if line]
     assert lines[0] == "upstream saw /allowed" and "no_grant" in lines[1], logs

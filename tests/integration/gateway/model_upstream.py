@@ -1,11 +1,12 @@
 """A local stand-in for model providers, speaking their shapes (OpenAI chat completions plain and SSE,
 the Responses API, Anthropic Messages): real HTTP/1.1 over loopback, streamed bodies sent event by event
 with a pause between them, chunked. It honours `stream_options.include_usage` as OpenAI does, records
-each request's exact body and each response's exact body bytes, and can cut a stream off mid-way or
-echo the request's Authorization header inside a stream (split across writes)."""
+each request's exact body and each response's exact body bytes, and can cut a stream off mid-way, echo
+the request's Authorization header inside a stream (split across writes), or send a whole gzip body."""
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import threading
@@ -33,6 +34,8 @@ class ModelUpstream:
         self.requests: list[dict] = []
         self.sent: list[bytes] = []  # each response body, exactly as written (before chunk framing)
         self.finished_at: list[float] = []
+        self.usage = dict(USAGE)
+        self.pause = EVENT_PAUSE_SECONDS
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
@@ -46,10 +49,9 @@ class ModelUpstream:
         self._server.server_close()
 
 
-def response_for(path: str, doc: dict, headers) -> tuple[str, bytes, bool]:
-    """(content type, body, streamed) the provider would answer."""
+def response_for(path: str, doc: dict, headers, u: dict) -> tuple[str, bytes, bool]:
+    """(content type, body, streamed) the provider would answer, reporting usage `u`."""
     stream = doc.get("stream") is True
-    u = USAGE
     if path.endswith("/chat/completions"):
         if not stream:
             return "application/json", shapes.chat_json(prompt=u["prompt"], completion=u["completion"],
@@ -88,10 +90,15 @@ def _handler(upstream: ModelUpstream):
             doc = json.loads(raw or b"{}")
             cut = path.startswith("/cut")
             content_type, body, streamed = response_for(path.removeprefix("/cut"), doc,
-                                                        {k.lower(): v for k, v in self.headers.items()})
+                                                        {k.lower(): v for k, v in self.headers.items()},
+                                                        upstream.usage)
             upstream.sent.append(body)
             self.send_response(200)
             self.send_header("content-type", content_type)
+            if "x-test-gzip" in self.headers:  # a whole gzip body, even for an event stream
+                body = gzip.compress(body)
+                self.send_header("content-encoding", "gzip")
+                streamed = False
             if not streamed:
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
@@ -110,7 +117,7 @@ def _handler(upstream: ModelUpstream):
                 for piece in pieces:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                     self.wfile.flush()
-                    time.sleep(EVENT_PAUSE_SECONDS if i < len(events) - 1 else 0)
+                    time.sleep(upstream.pause if i < len(events) - 1 else 0)
             if cut:
                 self.close_connection = True
                 self.connection.shutdown(2)

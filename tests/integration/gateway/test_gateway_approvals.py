@@ -103,3 +103,27 @@ def test_approval_after_the_hold_lets_the_identical_request_pass_once(stack, tok
         again = box.post(stack.http.url("/send"), content=b"same body")
         assert again.status_code == 200, again.text
     assert [r["body"] for r in stack.http.requests] == [b"same body"]
+
+
+@pytest.mark.parametrize("header,replay", [("authorization", "Bearer someone-else"),
+                                           ("content-type", "text/plain"),
+                                           ("x-http-method-override", "POST")])
+def test_a_late_approval_does_not_pass_a_replay_with_another_header(stack, token, approver, header, replay):
+    grant("asked", stack.http, mode="ask")
+    headers = {"authorization": "Bearer approved-one", "content-type": "application/json"}
+    with box_client(stack.gateway, token) as box:
+        first = box.post(stack.http.url("/send"), content=b"{}", headers=headers)
+        assert deny_body(first)["reason"] == "approval_expired", first.text
+        approval = Approval.objects.get()
+        assert {"authorization", "content-type"} <= set(approval.request["bound_headers"])
+        assert wait_until(lambda: Approval.objects.get(pk=approval.pk).abandoned_at is not None)
+        approval_decide(approval.pk, approver, True, "web")
+        changed = {**headers, header: replay}
+        replayed = box.post(stack.http.url("/send"), content=b"{}", headers=changed)
+        assert replayed.status_code != 200  # a new request: it asks again and is held, then expires
+        assert deny_body(replayed)["reason"] == "approval_expired"
+        same = box.post(stack.http.url("/send"), content=b"{}", headers=headers)
+        assert same.status_code == 200, same.text
+    [seen] = stack.http.requests
+    assert seen["headers"]["authorization"] == "Bearer approved-one"
+    assert seen["headers"]["content-type"] == "application/json"

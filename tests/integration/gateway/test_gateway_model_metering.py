@@ -136,3 +136,17 @@ def test_echo_of_the_key_inside_a_stream_reaches_the_box_as_its_sentinel(stack, 
     assert status == 200 and metered.requests[0]["headers"]["authorization"] == f"Bearer {SECRET_VALUE}"
     assert SECRET_VALUE.encode() not in received and secret.sentinel.encode() in received
     assert received.count(secret.sentinel.encode()) == 2
+
+
+def test_a_buffered_gzip_event_stream_is_metered_and_the_usage_chunk_removed(stack, metered, run_token):
+    """Not streamed (compressed): read whole, the chunk removed, re-compressed for the box."""
+    run, token = run_token
+    doc = {"model": "gpt-4o", "stream": True, "max_tokens": 1000, "messages": []}
+    with box_client(stack.gateway, token) as client:
+        response = client.post(metered.url("/v1/chat/completions"), json=doc, headers={"x-test-gzip": "1"})
+    assert response.status_code == 200 and response.headers["content-encoding"] == "gzip"
+    upstream_bytes = metered.sent[0]
+    [usage_chunk] = [e + b"\n\n" for e in upstream_bytes.split(b"\n\n") if b'"choices":[]' in e]
+    assert response.content == upstream_bytes.replace(usage_chunk, b"")
+    model = _settled(run)["model"]
+    assert (model["tokens"], model["micro"], model["flagged"]) == (TOKENS, MICRO, False)

@@ -9,10 +9,10 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from controlplane.approvals.cards import ApprovalCard, approval_cards
 from controlplane.approvals.models import Approval
 from controlplane.approvals.services import ApprovalClosed, ApprovalCommentInvalid, approval_decide
 from controlplane.core.terminal import one_line
-from controlplane.web.selectors import ApprovalCard, approval_cards
 
 BODY_PREVIEW_CHARS = 400
 HEADER_VALUE_CHARS = 200

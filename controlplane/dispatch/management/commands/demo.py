@@ -13,11 +13,15 @@ from django.core.management.base import BaseCommand, CommandError
 from controlplane.approvals.models import Approval
 from controlplane.approvals.services import ApprovalClosed, approval_decide
 from controlplane.audit.verify import verify_database
+from controlplane.dispatch import demo
 from controlplane.dispatch.box import agent_command
+from controlplane.dispatch.demo_report import report_lines, run_facts, summary_line
 from controlplane.dispatch.starting import run_start
-from controlplane.fleet import demo
-from controlplane.fleet.demo_report import report_lines, run_facts, summary_line
 from controlplane.fleet.models import Run
+from controlplane.proposals.models import Proposal
+from controlplane.proposals.services import ProposalClosed, proposal_decide
+
+UNSETTLED = (Proposal.Status.PENDING, Proposal.Status.APPROVED, Proposal.Status.EXECUTING)
 
 
 class Command(BaseCommand):
@@ -31,17 +35,19 @@ class Command(BaseCommand):
         parser.add_argument("--model-port", type=int, default=18091)
         parser.add_argument("--docs-port", type=int, default=18092)
         parser.add_argument("--ask-port", type=int, default=18093)
+        parser.add_argument("--hook-port", type=int, default=18094)
         parser.add_argument("--timeout", type=int, default=240, help="seconds the run may take")
         parser.add_argument("--started-at", type=float, default=None, help="epoch seconds the demo began")
 
     def say(self, line: str = "") -> None:
         self.stdout.write(line)
 
-    def handle(self, *args, auto_approve, model_port, docs_port, ask_port, timeout, started_at, **_):
+    def handle(self, *args, auto_approve, model_port, docs_port, ask_port, hook_port, timeout, started_at,
+               **_):
         began = started_at or time.time()
-        ports = demo.DemoPorts(model=model_port, docs=docs_port, ask=ask_port)
+        ports = demo.DemoPorts(model=model_port, docs=docs_port, ask=ask_port, hook=hook_port)
         key = "sk-demo-" + secrets.token_urlsafe(32)  # made up now: no real key is needed or used
-        with demo.demo_upstreams(ports, key) as model:
+        with demo.demo_upstreams(ports, key) as upstreams:
             worker, grants = demo.demo_setup(ports, key)
             self.say(f"worker {worker.name}; secret {demo.MODEL_SECRET} (kind openai; the box gets only its "
                      "sentinel)")
@@ -49,6 +55,9 @@ class Command(BaseCommand):
                 what = f"{grant.mode} {','.join(grant.methods) or 'any'} {grant.host}:{grant.port}"
                 extra = " key injected, inputs traced" if grant.secret_id else ""
                 self.say(f"grant {grant.slug}: {what} {' '.join(grant.paths)}{extra}")
+            hook = ports.url(ports.hook, "/hook")
+            self.say(f"destination {demo.DESTINATION}: webhook {hook} (posted by the trusted side once a "
+                     "proposal is approved)")
             others = demo.org_wide_grants()
             if others:
                 self.say(f"note: org-wide grants also apply to every worker: {', '.join(others)}")
@@ -59,7 +68,8 @@ class Command(BaseCommand):
             self.say(f"run {run.pk} started: the agent on {demo.TASK!r}")
             self.say(f"timeline: {timeline}")
             run = self._watch(run, auto_approve, timeout + 60)
-            received = list(model.records)
+            received = list(upstreams.model.records)
+            posted = list(upstreams.webhook)
         facts = run_facts(run, demo.MODEL_GRANT)
         self.say()
         for line in report_lines(run, facts, timeline):
@@ -67,6 +77,7 @@ class Command(BaseCommand):
         authorized = sum(1 for r in received if r["authorized"])
         self.say(f"  the model server received {len(received)} requests, {authorized} with the real key "
                  "(injected by the gateway; the box held only the sentinel)")
+        self.say(f"  the team-chat webhook received {len(posted)} post(s) from the trusted side's executor")
         self.say("")
         self.say("== audit verify")
         result = verify_database()
@@ -74,31 +85,39 @@ class Command(BaseCommand):
         self.say(f"demo took {time.time() - began:.0f} s")
         self.say(summary_line(facts, result.ok))
         problems = self._problems(run, facts, received, result.ok)
+        if auto_approve and (facts.proposals_executed == 0 or not posted):
+            problems.append("the approved proposal was not performed")
         if problems:
             raise CommandError("demo failed: " + "; ".join(problems))
 
     def _watch(self, run: Run, auto_approve: bool, limit: float) -> Run:
+        """Until the run has ended and its approved proposals have been performed: approve what it asks
+        (--auto-approve) or point a human at the approval page."""
         deadline = time.monotonic() + limit
         shown: set = set()
         approver = demo.demo_approver() if auto_approve else None
-        while run.is_live:
+        while run.is_live or Proposal.objects.filter(run=run, status__in=UNSETTLED).exists():
             if time.monotonic() > deadline:
                 raise CommandError(f"run {run.pk} still {run.status} after {limit:.0f} s")
-            for approval in Approval.objects.filter(run=run, status=Approval.Status.PENDING):
-                if approval.pk in shown:
+            held = [(a.pk, f"{a.request.get('method')} {a.request.get('url')}", a.expires_at, approval_decide)
+                    for a in Approval.objects.filter(run=run, status=Approval.Status.PENDING)]
+            held += [(p.pk, f"proposal: {p.kind} to {p.destination.name if p.destination else '-'}",
+                      p.expires_at, proposal_decide)
+                     for p in Proposal.objects.filter(run=run, status=Proposal.Status.PENDING)]
+            for pk, what, expires_at, decide in held:
+                if pk in shown:
                     continue
-                shown.add(approval.pk)
-                request = f"{approval.request.get('method')} {approval.request.get('url')}"
+                shown.add(pk)
                 if approver is None:
-                    self.say(f"held for approval: {request}")
-                    self.say(f"  approve it at {demo.web_url('/approvals/')} (as an approver; it is held "
-                             f"until {approval.expires_at:%H:%M:%S})")
+                    self.say(f"held for approval: {what}")
+                    self.say(f"  approve it at {demo.web_url('/approvals/')} (as an approver; it waits until "
+                             f"{expires_at:%H:%M:%S})")
                     continue
                 try:
-                    approval_decide(approval.pk, approver, True, Approval.Channel.CLI)
-                    self.say(f"approved {request} as {approver.get_username()} (--auto-approve)")
-                except ApprovalClosed as exc:
-                    self.say(f"could not approve {request}: {exc}")
+                    decide(pk, approver, True, "cli")
+                    self.say(f"approved {what} as {approver.get_username()} (--auto-approve)")
+                except (ApprovalClosed, ProposalClosed) as exc:
+                    self.say(f"could not approve {what}: {exc}")
             time.sleep(0.2)
             run.refresh_from_db()
         return run

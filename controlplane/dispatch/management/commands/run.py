@@ -164,7 +164,9 @@ class Command(BaseCommand):
         run = _run(id)
         self.stdout.write(_inert(run.output), ending="")
         if run.output_truncated:
-            self.stderr.write(f"[output truncated at {settings.ROSTER_RUN_MAX_OUTPUT_BYTES} bytes]")
+            self.stderr.write(f"[output truncated: the box printed more than the first "
+                              f"{settings.ROSTER_RUN_MAX_OUTPUT_BYTES} bytes kept, or some was lost before "
+                              "it was captured]")
 
     def do_list(self, *, worker, status, limit, **_):
         runs = run_list(worker=_worker(worker) if worker else None, status=status, limit=limit)

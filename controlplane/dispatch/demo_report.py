@@ -25,6 +25,7 @@ class RunFacts:
     denied: int = 0
     asked: int = 0
     proposals_executed: int = 0
+    proposal_events: list[str] = field(default_factory=list)
     traces: int = 0
 
 
@@ -46,8 +47,10 @@ def run_facts(run: Run, model_grant: str) -> RunFacts:
             facts.decisions.append({"verdict": record.verdict, "reason": record.reason,
                                     "method": data.get("method", ""), "url": data.get("url", ""),
                                     "grant": data.get("grant") or ""})
-        elif "proposal" in record.kind and data.get("status", data.get("event")) == "executed":
-            facts.proposals_executed += 1
+        elif record.kind == "proposal":
+            facts.proposal_events.append(f"{data.get('event', '')} {record.verdict}".strip())
+            if data.get("event") == "executed":
+                facts.proposals_executed += 1
     facts.allowed = sum(1 for d in facts.decisions if d["verdict"] == "allow")
     facts.denied = sum(1 for d in facts.decisions if d["verdict"] == "deny")
     facts.asked = sum(1 for d in facts.decisions if d["verdict"] == "ask")
@@ -75,6 +78,8 @@ def report_lines(run: Run, facts: RunFacts, timeline_url: str) -> list[str]:
         who = a.decided_by.get_username() if a.decided_by else "nobody"
         lines.append(f"  approval {a.status}: {a.request.get('method')} {a.request.get('url')} by {who} "
                      f"({a.channel or 'undecided'})")
+    if facts.proposal_events:
+        lines.append(f"  proposal: {' → '.join(facts.proposal_events)}")
     lines += ["", "== what it cost (spend ledger, net per unit)"]
     lines += [f"  {unit}: {amount}" for unit, amount in sorted(facts.cost.items())] or ["  nothing"]
     lines.append(f"  model inputs traced byte-exactly: {facts.traces}")

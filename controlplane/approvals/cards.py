@@ -1,0 +1,112 @@
+"""Held requests as an approver sees them, masked for display: the cards of the web queue, a run's
+page and the `approval list` command."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from controlplane.approvals.models import Approval
+from controlplane.core.taint import DataClass
+from controlplane.fleet.models import Run
+from controlplane.vault.masking import known_sentinels, mask_headers, mask_text, visible
+
+
+@dataclass(frozen=True)
+class ApprovalCard:
+    """One held request as an approver sees it (already masked)."""
+
+    id: str
+    status: str
+    worker: str
+    run_id: int
+    method: str
+    url: str
+    headers: list[tuple[str, str]]
+    bound_headers: frozenset[str]  # names bound to an approval (a replay must carry the same values)
+    body_preview: str
+    body_size: int | None
+    body_sha256: str
+    grant_slug: str
+    taint: str
+    untrusted: bool
+    created_at: datetime
+    expires_at: datetime
+    seconds_left: int
+    decided_by: str = ""
+    channel: str = ""
+    comment: str = ""
+    # The gateway stopped holding the request: an approval now only lets an identical retry through.
+    abandoned: bool = False
+    # The run is over: nothing could use an approval, so it cannot be given.
+    run_ended: bool = False
+
+
+def _card(approval: Approval, sentinels: dict[str, str], now: datetime) -> ApprovalCard:
+    req = approval.request if isinstance(approval.request, dict) else {}
+    run = approval.run
+    return ApprovalCard(
+        id=str(approval.id),
+        status=(Approval.Status.EXPIRED if approval.status == Approval.Status.PENDING
+                and approval.expires_at <= now else approval.status),
+        worker=run.worker.name,
+        run_id=run.pk,
+        method=visible(str(req.get("method", ""))),
+        url=mask_text(str(req.get("url", "")), sentinels),
+        headers=mask_headers(req.get("headers") or [], sentinels),
+        bound_headers=frozenset(str(n) for n in req.get("bound_headers") or ()),
+        body_preview=mask_text(str(req.get("body_preview", "")), sentinels),
+        body_size=req.get("body_size"),
+        body_sha256=str(req.get("body_sha256", "")),
+        grant_slug=approval.grant_slug,
+        taint=DataClass(run.taint).label,
+        untrusted=run.untrusted,
+        created_at=approval.created_at,
+        expires_at=approval.expires_at,
+        seconds_left=max(0, int((approval.expires_at - now).total_seconds())),
+        decided_by=approval.decided_by.get_username() if approval.decided_by_id else "",
+        channel=approval.channel,
+        comment=mask_text(approval.comment, sentinels),
+        abandoned=approval.abandoned_at is not None,
+        run_ended=not run.is_live,
+    )
+
+
+def pending_approval_cards(now: datetime | None = None) -> list[ApprovalCard]:
+    """Pending and not yet past their expiry (the sweeper may lag; an expired one is not decidable)."""
+    now = now or timezone.now()
+    sentinels = known_sentinels()
+    qs = (Approval.objects.filter(status=Approval.Status.PENDING, expires_at__gt=now)
+          .select_related("run__worker", "decided_by").order_by("created_at"))
+    return [_card(a, sentinels, now) for a in qs]
+
+
+def recent_decided_cards(limit: int, now: datetime | None = None) -> list[ApprovalCard]:
+    now = now or timezone.now()
+    sentinels = known_sentinels()
+    # Expired ones stay here as expired (decided_at is empty for them: they end at their expiry), including
+    # pending ones past expiry that the sweep has not marked yet.
+    qs = (Approval.objects.exclude(status=Approval.Status.PENDING, expires_at__gt=now)
+          .annotate(ended_at=Coalesce("decided_at", "expires_at"))
+          .select_related("run__worker", "decided_by").order_by("-ended_at", "-created_at")[:limit])
+    return [_card(a, sentinels, now) for a in qs]
+
+
+def approval_cards(*, status: str | None = None, limit: int = 50) -> list[ApprovalCard]:
+    """Newest first, masked as on the queue page (the command line's `approval list`)."""
+    now = timezone.now()
+    sentinels = known_sentinels()
+    qs = Approval.objects.select_related("run__worker", "decided_by").order_by("-created_at")
+    if status:
+        qs = qs.filter(status=status)
+    return [_card(a, sentinels, now) for a in qs[:limit]]
+
+
+def approval_cards_for_run(run: Run) -> list[ApprovalCard]:
+    now = timezone.now()
+    sentinels = known_sentinels()
+    qs = run.approvals.select_related("run__worker", "decided_by").order_by("created_at")
+    return [_card(a, sentinels, now) for a in qs]
