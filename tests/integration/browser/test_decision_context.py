@@ -77,7 +77,8 @@ NOTIFICATION_SPY = """
 window.__notes = [];
 Object.defineProperty(document, "hidden", {get: () => window.__hidden === true});
 class SpyNotification { constructor(title, options) { window.__notes.push([title, options && options.body]); }
-  static get permission() { return "granted"; } static requestPermission() { return Promise.resolve("granted"); }
+  static get permission() { return "granted"; }
+  static requestPermission() { return Promise.resolve("granted"); }
   close() {} }
 window.Notification = SpyNotification;
 """
