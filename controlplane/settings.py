@@ -231,6 +231,12 @@ ROSTER_WEB_RECENT_DECISIONS = _env_int("ROSTER_WEB_RECENT_DECISIONS", 10)
 ROSTER_WEB_OUTPUT_PREVIEW_CHARS = _env_int("ROSTER_WEB_OUTPUT_PREVIEW_CHARS", 16 * 1024)
 ROSTER_WEB_VERIFY_COOLDOWN_SECONDS = _env_int("ROSTER_WEB_VERIFY_COOLDOWN_SECONDS", 30)
 # An approver's comment with a decision: bounded, and required for a deny when this is on.
+# Optional mail to approvers (those with an address) when a request is held; off while the host is empty.
+ROSTER_APPROVAL_MAIL_HOST = os.environ.get("ROSTER_APPROVAL_MAIL_HOST", "")
+ROSTER_APPROVAL_MAIL_PORT = _env_int("ROSTER_APPROVAL_MAIL_PORT", 25)
+ROSTER_APPROVAL_MAIL_FROM = os.environ.get("ROSTER_APPROVAL_MAIL_FROM", "roster@localhost")
+ROSTER_APPROVAL_MAIL_TIMEOUT_SECONDS = _env_float("ROSTER_APPROVAL_MAIL_TIMEOUT_SECONDS", 10.0)
+ROSTER_WEB_BASE_URL = os.environ.get("ROSTER_WEB_BASE_URL", "http://127.0.0.1:8000")
 ROSTER_APPROVAL_COMMENT_MAX_CHARS = _env_int("ROSTER_APPROVAL_COMMENT_MAX_CHARS", 500)
 ROSTER_APPROVAL_DENY_COMMENT_REQUIRED = os.environ.get("ROSTER_APPROVAL_DENY_COMMENT_REQUIRED", "") in (
     "1", "true", "yes")
