@@ -240,6 +240,13 @@ ROSTER_APPROVAL_POLL_SECONDS = _env_float("ROSTER_APPROVAL_POLL_SECONDS", 0.05)
 ROSTER_APPROVAL_COMMENT_MAX_CHARS = _env_int("ROSTER_APPROVAL_COMMENT_MAX_CHARS", 500)
 ROSTER_APPROVAL_DENY_COMMENT_REQUIRED = os.environ.get("ROSTER_APPROVAL_DENY_COMMENT_REQUIRED", "") in (
     "1", "true", "yes")
+# Optional mail to approvers (those with an address) when a request is held; off while the host is empty.
+ROSTER_APPROVAL_MAIL_HOST = os.environ.get("ROSTER_APPROVAL_MAIL_HOST", "")
+ROSTER_APPROVAL_MAIL_PORT = _env_int("ROSTER_APPROVAL_MAIL_PORT", 25)
+ROSTER_APPROVAL_MAIL_FROM = os.environ.get("ROSTER_APPROVAL_MAIL_FROM", "roster@localhost")
+ROSTER_APPROVAL_MAIL_TIMEOUT_SECONDS = _env_float("ROSTER_APPROVAL_MAIL_TIMEOUT_SECONDS", 10.0)
+# Where approvers open the queue from a mail (the web server's address as people reach it).
+ROSTER_WEB_BASE_URL = os.environ.get("ROSTER_WEB_BASE_URL", "http://127.0.0.1:8000")
 
 # --- Runs: their limits, the command line's wait ---
 ROSTER_RUN_DEFAULT_TIMEOUT_SECONDS = _env_int("ROSTER_RUN_DEFAULT_TIMEOUT_SECONDS", 600)
