@@ -3,8 +3,6 @@ from django.urls import include, path
 
 from controlplane.api import api
 
-handler403 = "controlplane.web.errors.permission_denied"
-
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),

@@ -19,15 +19,6 @@ def _gateway_service_token(settings, tmp_path):
     settings.ROSTER_GATEWAY_TOKEN_SHA256_FILE = tmp_path / "no-gateway-token.sha256"
 
 
-@pytest.fixture(autouse=True)
-def _signin_throttle(request, settings):
-    """Django's test client signs in without a request, which django-axes refuses; tests that are about
-    throttling (marked `login_throttle`) keep it on and sign in through a request like a browser does.
-    Processes the integration tests start (daphne) always run with it on."""
-    if request.node.get_closest_marker("login_throttle") is None:
-        settings.AXES_ENABLED = False
-
-
 @pytest.fixture
 def gateway_auth() -> dict[str, str]:
     """Headers the gateway sends to the control plane."""

@@ -12,7 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from controlplane.approvals import broadcast
+from controlplane.approvals import broadcast, mail
 from controlplane.approvals.models import Approval
 from controlplane.audit.services import audit_append
 from controlplane.core.errors import RosterError
@@ -99,6 +99,7 @@ def approval_open(*, run, grant_id: int | None, grant_slug: str, snapshot: dict,
         run=run, verdict="ask",
     )
     transaction.on_commit(lambda: broadcast.approval_changed(str(approval.pk), Approval.Status.PENDING))
+    transaction.on_commit(lambda: mail.notify_later(approval.pk))
     return approval
 
 

@@ -14,7 +14,7 @@ from controlplane.core.db import in_transaction
 
 KINDS = frozenset({
     "decision", "tripwire", "approval", "spend", "credential_use", "grant_change", "run_state", "trace",
-    "secret_change", "connection", "proposal", "cap_change", "login",
+    "secret_change", "connection", "proposal", "login_lockout", "cap_change", "dry_run",
 })
 # Column widths of the indexed copies (AuditRecord); checked here so SQLite and PostgreSQL agree.
 _MAX_WORKER, _MAX_VERDICT, _MAX_REASON = 64, 16, 32

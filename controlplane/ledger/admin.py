@@ -3,21 +3,39 @@ permissions (the Admins group) can edit them. Spend lines are read-only."""
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 
 from controlplane.core.admin import ReadOnlyAdmin
 from controlplane.ledger import caps
 from controlplane.ledger.models import Cap, ModelCallReservation, ModelPrice, SpendLine
 
+UNIT_HELP = ("Counted in the cap's unit: requests (one per allowed request), bytes (request and response "
+             "bytes), micro-currency (1,000,000 = one unit of currency) or model tokens.")
+
+
+class CapForm(forms.ModelForm):
+    class Meta:
+        model = Cap
+        fields = ["worker", "unit", "window", "limit"]
+        help_texts = {"limit": UNIT_HELP}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:  # the unit next to the number, in the label the admin reads
+            self.fields["limit"].label = (f"Limit ({self.instance.get_unit_display().lower()} per "
+                                          f"{self.instance.get_window_display().lower()})")
+
 
 @admin.register(Cap)
 class CapAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "worker", "window", "limit_with_unit"]
+    form = CapForm
+    list_display = ["__str__", "worker", "unit", "window", "limit_with_unit"]
     list_filter = ["unit", "window"]
 
     @admin.display(description="limit", ordering="limit")
     def limit_with_unit(self, cap: Cap) -> str:
-        return f"{cap.limit:,} {cap.get_unit_display()}"
+        return f"{cap.limit:,} {cap.get_unit_display().lower()} per {cap.get_window_display().lower()}"
 
     def save_model(self, request, obj, form, change):
         caps.cap_save(obj, request.user)

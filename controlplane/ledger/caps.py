@@ -1,5 +1,5 @@
-"""Changing caps and model prices (admin only). Each change is audited as a configuration change in its
-transaction, like a grant's."""
+"""Changing caps and model prices (admin only). Each change is audited in its transaction: a cap change
+as its own kind (`cap_change`, old and new value), a price change as a configuration change."""
 
 from __future__ import annotations
 
@@ -14,34 +14,31 @@ def _describe(cap: Cap) -> dict:
             "unit": cap.unit, "window": cap.window, "limit": cap.limit}
 
 
-def _stored(cap: Cap) -> dict | None:
-    """The cap as the database holds it now (before this change), or None for a new one."""
-    if cap.pk is None:
-        return None
-    before = Cap.objects.select_related("worker").filter(pk=cap.pk).first()
-    return _describe(before) if before is not None else None
-
-
 def cap_save(cap: Cap, user) -> Cap:
-    """Saves a cap and records the change as its own kind, with the value before and after, so an auditor
-    sees a limit raised from 100 to 10,000 requests without diffing two records."""
+    """Create or change a cap; audited as `cap_change` with the old and the new value (old is null for
+    a new cap). The old value is read under a row lock so two admins' changes record a true sequence."""
     with transaction.atomic():
-        old = _stored(cap)
+        created = cap.pk is None
+        before = None
+        if not created:
+            stored = Cap.objects.select_for_update().select_related("worker").filter(pk=cap.pk).first()
+            before = _describe(stored) if stored is not None else None
         cap.save()
-        new = _describe(cap)
-        audit_append("cap_change", {"object": "cap", "event": "created" if old is None else "changed",
-                                    "old": old, "new": new, "by": getattr(user, "username", "")},
+        after = _describe(cap)
+        audit_append("cap_change", {"object": "cap", "scope": after["scope"],
+                                    "event": "created" if created else "changed",
+                                    "old": before, "new": after, "by": getattr(user, "username", "")},
                      worker=cap.worker.name if cap.worker_id else None)
     return cap
 
 
 def cap_delete(cap: Cap, user) -> None:
     with transaction.atomic():
-        old = _stored(cap) or _describe(cap)
+        described = _describe(cap)
         cap.delete()
-        audit_append("cap_change", {"object": "cap", "event": "deleted", "old": old, "new": None,
-                                    "by": getattr(user, "username", "")},
-                     worker=old["scope"].removeprefix("worker:") if old["scope"] != "org" else None)
+        audit_append("cap_change", {"object": "cap", "scope": described["scope"], "event": "deleted",
+                                    "old": described, "new": None, "by": getattr(user, "username", "")},
+                     worker=described["scope"].removeprefix("worker:") if cap.worker_id else None)
 
 
 def _describe_price(price: ModelPrice) -> dict:

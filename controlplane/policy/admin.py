@@ -12,7 +12,8 @@ from django.utils.html import format_html, format_html_join
 
 from controlplane.core.errors import ValidationFailed
 from controlplane.core.taint import DataClass
-from controlplane.policy import preview
+from controlplane.fleet.models import Worker
+from controlplane.policy import admin_trial, preview
 from controlplane.policy.engine import GrantRule
 from controlplane.policy.grant_services import grant_delete, grant_save
 from controlplane.policy.models import Grant
@@ -32,6 +33,22 @@ class GrantForm(forms.ModelForm):
     paths = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
                             help_text="one pattern per line: /v1/chat, /v1/*, /v1/**; empty: any path")
     mcp_tools = forms.CharField(required=False, help_text="MCP tool names; empty: any (and non-MCP traffic)")
+    # "Test a request": judged against every grant, with this form's unsaved values in place of the grant.
+    try_only = forms.BooleanField(required=False, label="Only test a request, don't save",
+                                  help_text="Tick, fill in the request below and press Save: nothing is "
+                                            "saved; the answer names the grant that decides it and why.")
+    try_worker = forms.ModelChoiceField(Worker.objects.all(), required=False, label="Worker")
+    try_method = forms.CharField(required=False, initial="GET", max_length=16, label="Method")
+    try_url = forms.CharField(required=False, max_length=8192, label="URL",
+                              widget=forms.TextInput(attrs={"size": 60}))
+    try_headers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                                  label="Headers (optional)", help_text="Name: value, one per line")
+    try_body_size = forms.IntegerField(required=False, min_value=0, label="Body size in bytes (optional)")
+    try_mcp_tool = forms.CharField(required=False, max_length=256, label="MCP tool (optional)")
+    try_dry_run_days = forms.IntegerField(
+        required=False, min_value=1, max_value=3660, label="Dry-run over the last N days (optional)",
+        help_text="Replays the decisions recorded in that time against the grants with this unsaved change "
+                  "and lists the verdicts that would change (audited as a dry-run).")
 
     class Meta:
         model = Grant
@@ -46,6 +63,7 @@ class GrantForm(forms.ModelForm):
                 self.initial[name] = " ".join(getattr(self.instance, name) or [])
             self.initial["paths"] = "\n".join(self.instance.paths or [])
         self.spec = None
+        self.actor = ""  # set by the admin: who a dry-run's record names
 
     def clean(self):
         cleaned = super().clean()
@@ -84,6 +102,11 @@ class GrantForm(forms.ModelForm):
             for field, message in exc.errors.items():
                 field = _FIELD_FOR_ERROR.get(field, field)
                 self.add_error(field if field in self.fields else None, message)
+        if cleaned.get("try_only") and self.spec is not None:
+            self.add_error("try_url", admin_trial.answer(self.spec, cleaned, self.instance,
+                                                         actor=self.actor))
+        elif cleaned.get("try_only"):
+            self.add_error("try_url", "Nothing tested or saved: fix the grant's errors first.")
         return cleaned
 
 
@@ -105,6 +128,22 @@ class GrantAdmin(admin.ModelAdmin):
         if obj is not None:
             fields = ["what_this_matches", *fields, "created_at", "updated_at"]
         return fields
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form_class = super().get_form(request, obj, change=change, **kwargs)
+        actor = request.user.get_username()
+
+        class WithActor(form_class):
+            def __init__(self, *args, **kw):
+                super().__init__(*args, **kw)
+                self.actor = actor
+
+        return WithActor
+
+    def get_fieldsets(self, request, obj=None):
+        return [(None, {"fields": self.get_fields(request, obj)}),
+                ("Test a request (with this page's unsaved changes; nothing is saved)",
+                 {"fields": list(admin_trial.TRY_FIELDS)})]
 
     @admin.display(description="What this grant matches")
     def what_this_matches(self, obj):

@@ -3,7 +3,7 @@ from django.apps import AppConfig
 
 class WebConfig(AppConfig):
     name = "controlplane.web"
-    default_auto_field = "django.db.models.BigAutoField"
+    label = "web"
 
     def ready(self) -> None:
-        from controlplane.web import signin  # noqa: F401  (connects the sign-in lockout's audit record)
+        from controlplane.web import login_throttle  # noqa: F401 - connects the lockout audit receiver

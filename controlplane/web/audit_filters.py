@@ -1,10 +1,11 @@
-"""The auditor's filter form (time, worker, run, kind, verdict), shared by the browse page and the CSV
+"""The auditor's filter form (time, worker, run, kind, verdict, order), shared by the browse page and the CSV
 export so the download is exactly the filtered view."""
 
 from __future__ import annotations
 
 from django import forms
 from django.db.models import QuerySet
+from django.http import QueryDict
 
 from controlplane.audit.export import filtered_records
 from controlplane.audit.models import AuditRecord
@@ -34,6 +35,8 @@ class AuditFilterForm(forms.Form):
     run = forms.IntegerField(required=False, min_value=1, max_value=MAX_DB_ID, label="Run id")
     kind = forms.ChoiceField(required=False, label="Kind")
     verdict = forms.ChoiceField(required=False, label="Verdict")
+    order = forms.ChoiceField(required=False, label="Order",
+                              choices=[("newest", "newest first"), ("oldest", "oldest first")])
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -43,6 +46,9 @@ class AuditFilterForm(forms.Form):
         self.fields["kind"].choices = _choices(sorted(set(KINDS) | known_kinds))
         self.fields["verdict"].choices = _choices(sorted(set(VERDICTS) | known_verdicts))
 
+    def newest_first(self) -> bool:
+        return not (self.is_valid() and self.cleaned_data.get("order") == "oldest")
+
     def filtered(self) -> QuerySet[AuditRecord]:
         """Records matching the filters, in chain order. Bad input matches nothing (never widens)."""
         if not self.is_valid():
@@ -51,3 +57,16 @@ class AuditFilterForm(forms.Form):
         return filtered_records(since=f.get("since"), until=f.get("until"),
                                 worker=(f.get("worker") or "").strip() or None, run=f.get("run"),
                                 kind=f.get("kind") or None, verdict=f.get("verdict") or None)
+
+
+FILTER_NAMES = frozenset(AuditFilterForm.base_fields) | {"page"}
+
+
+def kept_query(raw: str) -> str:
+    """The filters (and page) of a query string, re-encoded; anything else is dropped. Lets "verify"
+    send the auditor back to the view they were on without becoming an open redirect."""
+    query = QueryDict(raw[:2000], mutable=True)
+    for name in list(query):
+        if name not in FILTER_NAMES:
+            del query[name]
+    return query.urlencode()

@@ -12,12 +12,13 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from controlplane.audit import verify
 from controlplane.audit.export import csv_rows
-from controlplane.web.audit_filters import AuditFilterForm
+from controlplane.web.audit_filters import AuditFilterForm, kept_query
 from controlplane.web.models import ChainCheck
 from controlplane.web.security import hardened
 from controlplane.web.selectors import audit_rows
@@ -33,11 +34,14 @@ EXPORT_PERM = "audit.export_auditrecord"
 def audit_list(request: HttpRequest) -> HttpResponse:
     form = AuditFilterForm(request.GET)
     records = form.filtered()
+    if form.newest_first():
+        records = records.order_by("-seq")
     page = Paginator(records, settings.ROSTER_WEB_AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "web/audit_list.html", {
         "form": form, "page": page, "rows": audit_rows(page.object_list), "query": query.urlencode(),
+        "here": kept_query(request.GET.urlencode()),
         "last_check": ChainCheck.objects.select_related("run_by").first(),
         "can_export": request.user.has_perm(EXPORT_PERM),
     })
@@ -61,6 +65,7 @@ def audit_export_csv(request: HttpRequest) -> HttpResponse:
 @login_required
 @permission_required(VIEW_PERM, raise_exception=True)
 def audit_verify(request: HttpRequest) -> HttpResponse:
+    back = _back_to_view(request)
     # Re-hashing the whole chain is expensive: one run per cooldown, whoever asks, so a loop of POSTs
     # cannot tie up the server. The last result stays on the page.
     last = ChainCheck.objects.order_by("-id").first()
@@ -68,7 +73,7 @@ def audit_verify(request: HttpRequest) -> HttpResponse:
     if last is not None and timezone.now() - last.started_at < cooldown:
         messages.info(request, f"The chain was verified less than {cooldown.seconds} s ago; "
                                "showing that result.")
-        return redirect("web:audit")
+        return back
     started = time.monotonic()
     try:
         result = verify.verify_database()
@@ -77,4 +82,10 @@ def audit_verify(request: HttpRequest) -> HttpResponse:
         ok, checked, message = False, 0, f"verifier failed: {type(exc).__name__}"
     ChainCheck.objects.create(run_by=request.user, ok=ok, records_checked=checked, message=message,
                               seconds=time.monotonic() - started)
-    return redirect("web:audit")
+    return back
+
+
+def _back_to_view(request: HttpRequest) -> HttpResponse:
+    """To the audit list with the filters and page the auditor had (only known filter names kept)."""
+    query = kept_query(request.POST.get("view", ""))
+    return redirect(reverse("web:audit") + (f"?{query}" if query else ""))

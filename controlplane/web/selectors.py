@@ -158,10 +158,30 @@ def run_traces(run: Run) -> QuerySet[ModelTrace]:
 class AuditRow:
     record: AuditRecord
     data: str
+    who: str = ""
+    summary: str = ""
+
+
+# Keys shown on the record's one-line summary, in this order, when present.
+SUMMARY_KEYS = ("event", "action", "status", "method", "url", "grant", "slug", "scope", "comment")
+SUMMARY_CHARS = 160
+
+
+def _one_line(data: dict, sentinels: dict[str, str]) -> str:
+    parts = [f"{key}={data[key]}" for key in SUMMARY_KEYS if data.get(key) not in (None, "")]
+    text = mask_text(" · ".join(str(p) for p in parts), sentinels)
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
 
 
 def audit_rows(records) -> list[AuditRow]:
-    """A page of records with each one's data as indented JSON, sentinels masked."""
+    """A page of records with each one's data as indented JSON, sentinels masked; `who` is the person
+    behind it (an approver, an admin) where the record names one."""
     sentinels = known_sentinels()
-    return [AuditRow(r, mask_text(json.dumps(_record_data(r), indent=1, sort_keys=True,
-                                             ensure_ascii=False), sentinels)) for r in records]
+    rows = []
+    for r in records:
+        data = _record_data(r)
+        who = data.get("by") or data.get("approved_by") or ""
+        rows.append(AuditRow(r, mask_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False),
+                                          sentinels),
+                             who=mask_text(str(who), sentinels), summary=_one_line(data, sentinels)))
+    return rows

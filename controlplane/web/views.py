@@ -32,7 +32,7 @@ def _cap_statuses() -> list:
         spent = int(cap.spent)
         pct = 100 if limit <= 0 else min(100, spent * 100 // limit)
         unit = getattr(cap.unit, "value", cap.unit)
-        rows.append({"scope": cap.scope, "unit": unit, "unit_label": UNIT_LABELS.get(unit, unit),
+        rows.append({"scope": cap.scope, "unit": unit, "unit_label": UNIT_LABELS.get(unit, unit).lower(),
                      "window": getattr(cap.window, "value", cap.window), "limit": limit, "spent": spent,
                      "percent": pct, "over": spent >= limit, "high": limit * 8 // 10})
     return rows

@@ -150,8 +150,14 @@ class Scrubber:
 
     @property
     def longest_form(self) -> int:
-        """Bytes in the longest form looked for: a stream scrubber holds back one less than this."""
+        """Bytes in the longest form looked for: a stream scrubber never holds back more than one less."""
         return max(map(len, self._swaps), default=0)
+
+    @property
+    def forms(self) -> frozenset[bytes]:
+        """Every byte form looked for (real values and their encodings): for a stream scrubber's hold-back,
+        never to be shown anywhere."""
+        return frozenset(self._swaps)
 
     def scrub(self, data: bytes) -> tuple[bytes, int]:
         """`data` with every form replaced, and how many replacements were made."""

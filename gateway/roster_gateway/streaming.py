@@ -2,10 +2,12 @@
 (SSE) is not buffered: each piece the upstream sends goes on to the box at once, after metering (usage
 read as it passes, the usage chunk the gateway asked for removed) and echo scrubbing.
 
-Scrubbing a stream holds back only as many bytes as the longest encoded form of the flow's secrets, less
-one: every complete form in what has arrived is replaced, and what is passed on ends before any place a
-form could still be completing. A stream that cannot be scrubbed (echoes that do not go away) is cut:
-nothing more reaches the box and the flow is killed at its end, so the box never sees a clean ending.
+Scrubbing a stream holds back at most as many bytes as the longest encoded form of the flow's secrets,
+less one, and only while they could be the beginning of one: every complete form in what has arrived is
+replaced, and what is passed on ends before any place a form could still be completing. An event whose
+end is not the beginning of a form goes on whole at once. A stream that cannot be scrubbed (echoes that
+do not go away) is cut: nothing more reaches the box and the flow is killed at its end, so the box never
+sees a clean ending.
 
 Streamed only when it is safe to read the bytes as they come: an identity-encoded SSE body, not a
 partial response, not a websocket. Everything else keeps the gateway's buffering."""
@@ -27,14 +29,17 @@ log = logging.getLogger(__name__)
 # no fixed form to hold back for, so the stream is cut as soon as such a reading shows a real value. A
 # secret escaped with more than this much padding in total is beyond what a stream re-reads.
 REREAD_BYTES = 8 * 1024
+_ESCAPE_MARKS = (b"\\", b"&", b"%")  # JSON, HTML and percent escapes begin with these
 
 
 class StreamScrubber:
-    """Scrubs a byte stream piece by piece, holding back `longest form - 1` bytes."""
+    """Scrubs a byte stream piece by piece, holding back the longest tail that begins a form."""
 
     def __init__(self, scrubber: Scrubber) -> None:
         self._scrubber = scrubber
         self._hold = max(scrubber.longest_form - 1, 0)
+        # Every proper beginning of every form; the tail held back is the longest one the data ends with.
+        self._beginnings = frozenset(form[:n] for form in scrubber.forms for n in range(1, len(form)))
         self._pending = b""
         self._sent_tail = b""
         self.count = 0
@@ -52,10 +57,22 @@ class StreamScrubber:
             self._pending = b""
             return b""
         self.count += count
-        cut = len(scrubbed) if end else max(len(scrubbed) - self._hold, 0)
+        cut = len(scrubbed) if end else len(scrubbed) - self._held_tail(scrubbed)
         out, self._pending = scrubbed[:cut], scrubbed[cut:]
         self._sent_tail = (self._sent_tail + out)[-REREAD_BYTES:]
         return out
+
+    def _held_tail(self, data: bytes) -> int:
+        """How many bytes at the end of `data` could be the start of a form still arriving. Whatever ends
+        earlier is either a whole form (already replaced) or no form at all. Near an escape character an
+        echo may be escaped character by character (no fixed form): the whole window is held then."""
+        window = data[-self._hold:] if self._hold else b""
+        if any(mark in window for mark in _ESCAPE_MARKS):
+            return len(window)
+        for size in range(min(self._hold, len(data)), 0, -1):
+            if data[-size:] in self._beginnings:
+                return size
+        return 0
 
 
 class ResponseStream:

@@ -47,12 +47,23 @@ def test_echo_split_anywhere_is_scrubbed(form):
         assert stream.scrubber.count == 1
 
 
-def test_only_the_longest_form_less_one_is_held_back():
+def test_only_a_possible_beginning_of_a_form_is_held_back():
     scrubber = _scrubber()
     stream = StreamScrubber(scrubber)
-    first = stream.feed(b"x" * 1000)
-    assert len(first) == 1000 - (scrubber.longest_form - 1)
-    assert stream.feed(b"", end=True) == b"x" * (scrubber.longest_form - 1)
+    assert stream.feed(b"data: hello\n\n") == b"data: hello\n\n"  # a whole event goes on at once
+    held = REAL[:12].encode()
+    assert stream.feed(b"data: " + held) == b"data: "  # could be the secret arriving: held
+    assert stream.feed(b"-not-it\n\n") == held + b"-not-it\n\n"
+    assert stream.feed(b"x" * 1000 + REAL[:5].encode(), end=True) == b"x" * 1000 + REAL[:5].encode()
+    assert len(REAL) < scrubber.longest_form
+
+
+def test_near_an_escape_the_whole_window_is_held():
+    scrubber = _scrubber()
+    stream = StreamScrubber(scrubber)
+    data = b"data: " + b"y" * 200 + b'\\u0072'
+    out = stream.feed(data)
+    assert out == data[:len(data) - (scrubber.longest_form - 1)]
 
 
 def test_without_a_secret_nothing_is_held():
@@ -62,6 +73,7 @@ def test_without_a_secret_nothing_is_held():
 
 class _Stuck:
     longest_form = 4
+    forms = frozenset({b"abcd"})
 
     def scrub(self, data):
         raise Unscrubbable("echoes remain")

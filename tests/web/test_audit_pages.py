@@ -46,8 +46,10 @@ def _seqs(html: str) -> list[int]:
 
 def test_auditor_browses_all_records(auditor, records):
     html = _login(auditor).get(AUDIT).content.decode()
-    assert _seqs(html) == [r.seq for r in records]
+    assert _seqs(html) == [r.seq for r in records][::-1]  # newest first by default
     assert f"{len(records)} records match" in html
+    oldest = _login(auditor).get(AUDIT, {"order": "oldest"}).content.decode()
+    assert _seqs(oldest) == [r.seq for r in records]
 
 
 @pytest.mark.parametrize("query, expected", [
@@ -59,19 +61,19 @@ def test_auditor_browses_all_records(auditor, records):
 ])
 def test_filters(auditor, records, query, expected):
     html = _login(auditor).get(AUDIT, query).content.decode()
-    assert _seqs(html) == [r.seq for r in expected(records)]
+    assert _seqs(html) == [r.seq for r in expected(records)][::-1]
 
 
 def test_filter_by_run_and_time(auditor, records, run):
     client = _login(auditor)
-    run_seqs = [r.seq for r in records if r.run_id_ref == run.pk]
+    run_seqs = [r.seq for r in records if r.run_id_ref == run.pk][::-1]
     assert len(run_seqs) >= 3
     assert _seqs(client.get(AUDIT, {"run": run.pk}).content.decode()) == run_seqs
     future = (timezone.now() + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
     past = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
     assert _seqs(client.get(AUDIT, {"since": future}).content.decode()) == []
     window = client.get(AUDIT, {"since": past, "until": future}).content.decode()
-    assert _seqs(window) == [r.seq for r in records]
+    assert _seqs(window) == [r.seq for r in records][::-1]
 
 
 def test_bad_filter_shows_an_error_and_matches_nothing(auditor, records):
@@ -83,7 +85,7 @@ def test_bad_filter_shows_an_error_and_matches_nothing(auditor, records):
 def test_pagination(auditor, records, settings):
     settings.ROSTER_WEB_AUDIT_PAGE_SIZE = 2
     client = _login(auditor)
-    seqs = [r.seq for r in records]
+    seqs = [r.seq for r in records][::-1]
     pages = (len(seqs) + 1) // 2
     first = client.get(AUDIT, {"kind": ""}).content.decode()
     assert _seqs(first) == seqs[:2] and f"Page 1 of {pages}" in first and "page=2" in first
@@ -183,3 +185,26 @@ def test_huge_run_filter_is_a_form_error_not_a_crash(auditor, records, run_filte
     assert response.status_code == 200
     assert "less than or equal to" in response.content.decode()
     assert _login(auditor).get(EXPORT, {"run": run_filter}).status_code == 400
+
+
+def test_who_column_and_verify_keeps_the_filters_and_page(auditor, records, settings):
+    settings.ROSTER_WEB_AUDIT_PAGE_SIZE = 1
+    client = _login(auditor, csrf=True)
+    html = client.get(AUDIT, {"kind": "decision", "page": 2}).content.decode()
+    assert '<th scope="col">Who</th>' in html
+    assert 'name="view" value="kind=decision&amp;page=2"' in html
+    response = client.post(VERIFY, {"csrfmiddlewaretoken": client.cookies["csrftoken"].value,
+                                    "view": "kind=decision&page=2&next=https://evil.example/"})
+    assert response.status_code == 302
+    assert response["Location"] == f"{AUDIT}?kind=decision&page=2"
+
+
+def test_record_summary_and_who(auditor, run, approver):
+    from controlplane.approvals.services import approval_decide
+    from tests.web.conftest import open_approval
+
+    approval = open_approval(run)
+    approval_decide(approval.pk, approver, False, "web", comment="too risky")
+    html = _login(auditor).get(AUDIT, {"kind": "approval"}).content.decode()
+    assert '<td class="who">alice-approver</td>' in html
+    assert "event=decided · status=refused" in html and "comment=too risky" in html

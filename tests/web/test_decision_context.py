@@ -104,3 +104,16 @@ def test_expired_requests_stay_in_recently_decided(approver, run):
     assert "expired — nobody answered in time" in html
     assert f'id="approval-{expired.pk}"' not in html
     assert reverse("web:approvals")
+
+
+def test_user_without_a_role_gets_an_explanation_and_a_sign_out(nobody, approver):
+    client = _login(nobody)
+    for path in ("/", QUEUE):
+        response = client.get(path)
+        assert response.status_code == 403
+        html = response.content.decode()
+        assert "Your account has no role yet" in html and "eve-nobody" in html
+        assert 'id="no-role-sign-out"' in html and "csrfmiddlewaretoken" in html
+    response = _login(approver).get(reverse("web:audit"))
+    assert response.status_code == 403
+    assert "does not include this page" in response.content.decode()

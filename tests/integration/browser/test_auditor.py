@@ -58,3 +58,22 @@ def test_auditor_downloads_csv_matching_the_database(world, page_for):
     assert got == [(e.seq, e.kind, e.hash) for e in expected]
     # nothing from another scope leaked into the filtered export
     assert {r["run"] for r in rows} == {str(world["run"].pk)}
+
+
+def test_audit_list_newest_first_with_who_and_filters_kept_across_verify(world, page_for, settings):
+    _activity(world)
+    carol = page_for(world["carol"], "/audit/")
+    seqs = [int(s) for s in carol.eval_on_selector_all("table.audit tbody tr[data-seq]",
+                                                       "rows => rows.map(r => r.dataset.seq)")]
+    assert seqs == sorted(seqs, reverse=True) and len(seqs) > 3  # newest first
+    carol.select_option("#id_kind", "approval")
+    carol.get_by_role("button", name="Filter").click()
+    carol.wait_for_url(lambda url: "kind=approval" in url)
+    assert "bob" in carol.locator("table.audit td.who").all_inner_texts()
+    carol.get_by_role("button", name="Run verify now").click()
+    carol.wait_for_selector("#chain-status")
+    assert "kind=approval" in carol.url  # the filter survived verify
+    assert carol.locator("#id_kind").input_value() == "approval"
+    carol.locator("table.audit td.data summary").first.click()
+    assert carol.locator("table.audit pre.record-data").first.is_visible()
+    harness.shot(carol, "26-audit-newest-first-who-expanded")

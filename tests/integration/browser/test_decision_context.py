@@ -58,3 +58,65 @@ def test_card_says_box_stopped_waiting_then_run_ended(world, page_for):
     harness.shot(alice, "23-card-run-ended")
     alice.click("article.approval button.deny")  # clearing it stays possible
     assert request.result(timeout=40).status_code == 403
+
+
+def test_user_without_a_role_sees_why_and_can_sign_out(world, page_for, stack):
+    from django.contrib.auth.models import User
+
+    eve = User.objects.create_user("eve", password=None)
+    page = page_for(eve, "/")
+    assert page.locator("h1#no-role").inner_text() == "Your account has no role yet"
+    harness.shot(page, "24-no-role")
+    page.click("#no-role-sign-out")
+    page.wait_for_url(lambda url: "/accounts/logout/" in url, timeout=10000)
+    page.goto(stack["base_url"] + "/")
+    assert "/accounts/login/" in page.url
+
+
+NOTIFICATION_SPY = """
+window.__notes = [];
+Object.defineProperty(document, "hidden", {get: () => window.__hidden === true});
+class SpyNotification { constructor(title, options) { window.__notes.push([title, options && options.body]); }
+  static get permission() { return "granted"; }
+  static requestPermission() { return Promise.resolve("granted"); }
+  close() {} }
+window.Notification = SpyNotification;
+"""
+
+
+def test_background_tab_notification_is_opt_in(world, browser):
+    context = browser.new_context(viewport={"width": 1200, "height": 700})
+    context.add_cookies([harness.session_cookie(world["alice"], world["base_url"])])
+    context.add_init_script(NOTIFICATION_SPY)
+    page = context.new_page()
+    try:
+        page.goto(world["base_url"] + "/approvals/")
+        page.wait_for_selector('#live-state[data-state="open"]', timeout=15000)
+        page.evaluate("window.__hidden = true")
+        first = hold(world, path="/v1/send?to=first")
+        page.wait_for_selector("article.approval", timeout=20000)
+        assert page.evaluate("window.__notes.length") == 0  # not opted in: nothing
+        page.click("#notify-toggle")
+        page.wait_for_selector("#notify-state:has-text('on')")
+        harness.shot(page, "29-notifications-opted-in")
+        second = hold(world, path="/v1/send?to=second")
+        page.wait_for_function("() => window.__notes.length === 1", timeout=20000)
+        title, body = page.evaluate("window.__notes[0]")
+        assert title == "Roster: 2 held requests waiting" and body == "1 new since you looked"
+        assert "second" not in title + body  # never what a box wrote
+        for approval in Approval.objects.filter(status=Approval.Status.PENDING):
+            approval_decide_in_thread(approval.pk, world["alice"])
+        first.result(timeout=40)
+        second.result(timeout=40)
+    finally:
+        context.close()
+
+
+def approval_decide_in_thread(approval_id, user) -> None:
+    import threading
+
+    from controlplane.approvals.services import approval_decide
+
+    worker = threading.Thread(target=approval_decide, args=(approval_id, user, False, "cli"))
+    worker.start()
+    worker.join(20)

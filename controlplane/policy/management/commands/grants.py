@@ -1,4 +1,4 @@
-"""`python manage.py grants check|import|export DIR` (docs/grants.md)."""
+"""`python manage.py grants check|import|export DIR`, `grants test WORKER METHOD URL` (docs/grants.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.core.errors import RosterError
-from controlplane.policy import grantfiles
+from controlplane.core.taint import DataClass
+from controlplane.fleet.models import Worker
+from controlplane.policy import dry_run, grantfiles, trial
 
 
 class Command(BaseCommand):
@@ -21,9 +23,24 @@ class Command(BaseCommand):
         imp.add_argument("directory", type=Path)
         imp.add_argument("--prune", action="store_true", help="delete grants that have no file")
         sub.add_parser("export", help="write one file per grant").add_argument("directory", type=Path)
+        dry = sub.add_parser("dry-run", help="replay recorded decisions against the grant files in DIR "
+                                             "(the whole draft grant set) and list what would change")
+        dry.add_argument("directory", type=Path)
+        dry.add_argument("--days", type=int, default=7, help="how far back to replay (default 7)")
+        trial = sub.add_parser("test", help="which grant decides a request, and why (changes nothing)")
+        trial.add_argument("worker")
+        trial.add_argument("method")
+        trial.add_argument("url")
+        trial.add_argument("--mcp-tool", default=None, help="the MCP tool the request calls")
+        trial.add_argument("--taint", default="private", choices=[c.label for c in DataClass],
+                           help="the run's taint to judge at (default: a fresh run's)")
 
-    def handle(self, *args, action, directory, **options):
-        if action == "check":
+    def handle(self, *args, action, directory=None, **options):
+        if action == "test":
+            self._test(**options)
+        elif action == "dry-run":
+            self._dry_run(directory, options["days"])
+        elif action == "check":
             loaded = grantfiles.load_dir(directory)
             if loaded.errors:
                 raise CommandError(self._errors(loaded.errors), returncode=1)
@@ -41,6 +58,27 @@ class Command(BaseCommand):
             except RosterError as exc:
                 raise CommandError(str(exc), returncode=1) from None
             self.stdout.write(f"wrote {len(written)} grant file(s) to {directory}")
+
+    def _test(self, *, worker, method, url, mcp_tool, taint, **_):
+        found = Worker.objects.filter(name=worker).first()
+        if found is None:
+            raise CommandError(f"no worker named {worker!r}", returncode=1)
+        try:
+            result = trial.try_request(found, method, url, mcp_tool=mcp_tool,
+                                       taint=next(c for c in DataClass if c.label == taint))
+        except trial.TrialInvalid as exc:
+            raise CommandError(str(exc), returncode=1) from None
+        self.stdout.write("\n".join(trial.explain(result)))
+
+    def _dry_run(self, directory: Path, days: int):
+        if days < 1 or days > 3660:
+            raise CommandError("--days must be from 1 to 3660", returncode=1)
+        loaded = grantfiles.load_dir(directory)
+        if loaded.errors:
+            raise CommandError("nothing replayed:\n" + self._errors(loaded.errors), returncode=1)
+        report = dry_run.dry_run(dry_run.rules_from_specs(loaded.specs), days=days, actor="cli",
+                                 source=f"files:{directory}")
+        self.stdout.write("\n".join(report.lines()))
 
     @staticmethod
     def _errors(errors) -> str:

@@ -27,6 +27,7 @@
     }
     settle();
     const count = queue.querySelector("#pending-count");
+    notifyIfNew();
     document.getElementById("queue-announce").textContent = count ? count.dataset.count + " pending" : "";
     tick();
   }
@@ -64,6 +65,38 @@
       }
     }
     if (expired) setTimeout(refresh, 1000);  // the server no longer lists it; show that
+  }
+  // Opt-in browser notifications: only when this tab is in the background and a held request appeared
+  // that this page has not shown before. They say how many wait, never what a box wrote.
+  const seen = new Set(Array.from(queue.querySelectorAll("article.approval")).map(function (a) { return a.id; }));
+  const toggle = document.getElementById("notify-toggle");
+  const notifyState = document.getElementById("notify-state");
+  const KEY = "roster-notify";
+  function notifyOn() { return "Notification" in window && Notification.permission === "granted" && localStorage.getItem(KEY) === "1"; }
+  function showNotifyState() {
+    if (!("Notification" in window)) return;
+    toggle.hidden = false;
+    toggle.textContent = notifyOn() ? "Stop background notifications" : "Tell me about new requests while this tab is in the background";
+    notifyState.textContent = notifyOn() ? "Background notifications are on." : "";
+  }
+  if (toggle) {
+    toggle.addEventListener("click", async function () {
+      if (notifyOn()) { localStorage.removeItem(KEY); showNotifyState(); return; }
+      const answer = await Notification.requestPermission();
+      if (answer === "granted") localStorage.setItem(KEY, "1");
+      else notifyState.textContent = "The browser did not allow notifications.";
+      showNotifyState();
+    });
+    showNotifyState();
+  }
+  function notifyIfNew() {
+    const cards = Array.from(queue.querySelectorAll("article.approval"));
+    const fresh = cards.filter(function (a) { return !seen.has(a.id); });
+    cards.forEach(function (a) { seen.add(a.id); });
+    if (!fresh.length || !document.hidden || !notifyOn()) return;
+    const note = new Notification("Roster: " + cards.length + " held request" + (cards.length === 1 ? "" : "s") + " waiting",
+                                  {body: fresh.length + " new since you looked", tag: "roster-queue"});
+    note.onclick = function () { window.focus(); note.close(); };
   }
   setInterval(tick, 1000);
   tick();

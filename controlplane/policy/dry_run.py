@@ -1,0 +1,144 @@
+"""Policy dry-run: replay the egress decisions recorded over the last N days against a draft grant set
+and list the requests whose verdict would change (allow→deny, deny→allow, →ask...), grouped by host and
+worker. Read-only: the only write is its own audited `dry_run` record.
+
+What is replayed: `decision` audit records of a run (method, URL, the run's taint at the time). Left out,
+because the draft's grants cannot change them: answers about budget, tokens and broken policy, approval
+conclusions (the human's answer), sentinel tripwires, and non-HTTP(S) targets (tunnels)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+from django.db.models import Q
+from django.utils import timezone
+
+from controlplane.audit.models import AuditRecord
+from controlplane.audit.services import audit_append
+from controlplane.core.taint import DataClass
+from controlplane.fleet.models import Worker
+from controlplane.policy import engine
+from controlplane.policy.engine import GrantRule, McpCall, RequestFacts, RunState
+from controlplane.policy.models import Grant
+from controlplane.policy.validation import GrantSpec
+
+NOT_GRANT_DECISIONS = frozenset({"over_budget", "bad_token", "policy_error", "approval_refused",
+                                 "approval_expired"})
+MAX_LISTED = 500
+
+
+@dataclass(frozen=True)
+class Change:
+    seq: int
+    worker: str
+    host: str
+    method: str
+    url: str
+    was: str
+    now: str
+    grant: str | None
+
+
+@dataclass
+class DryRunReport:
+    replayed: int = 0
+    skipped: int = 0
+    changes: list[Change] = field(default_factory=list)
+
+    def grouped(self) -> dict[tuple[str, str], list[Change]]:
+        groups: dict[tuple[str, str], list[Change]] = defaultdict(list)
+        for change in self.changes:
+            groups[(change.host, change.worker)].append(change)
+        return dict(sorted(groups.items()))
+
+    def lines(self) -> list[str]:
+        out = []
+        for (host, worker), changes in self.grouped().items():
+            out.append(f"{host} / {worker}: {len(changes)} would change")
+            for c in changes[:MAX_LISTED]:
+                out.append(f"  #{c.seq} {c.method} {c.url}: {c.was} -> {c.now}"
+                           + (f" (grant {c.grant})" if c.grant else ""))
+        out.append(f"dry-run: {self.replayed} decisions replayed, {len(self.changes)} would change")
+        return out
+
+
+def rules_from_specs(specs: list[GrantSpec]) -> Callable[[Worker], list[GrantRule]]:
+    """A draft grant set (e.g. a directory of grant files) as the rules each worker would be judged by."""
+    rules = [(spec.values.get("worker"), GrantRule.from_model(Grant(slug=spec.slug, **spec.values)))
+             for spec in specs]
+    return lambda worker: [rule for owner, rule in rules if owner is None or owner.pk == worker.pk]
+
+
+def rules_with_draft(draft: GrantRule, replaces: str) -> Callable[[Worker], list[GrantRule]]:
+    """The stored grants with one unsaved change (the admin's draft) in place of grant `replaces`."""
+    def for_worker(worker: Worker) -> list[GrantRule]:
+        grants = Grant.objects.filter(Q(worker=worker) | Q(worker__isnull=True)).exclude(slug=replaces)
+        return [GrantRule.from_model(g) for g in grants.select_related("secret")] + [draft]
+    return for_worker
+
+
+def _verdict(decision: engine.Decision) -> str:
+    return str(decision.verdict.value)
+
+
+def dry_run(rules_for: Callable[[Worker], list[GrantRule]], *, days: int, actor: str, source: str,
+            now: datetime | None = None) -> DryRunReport:
+    if not isinstance(days, int) or days < 1 or days > 3660:
+        raise ValueError("days must be a whole number from 1 to 3660")
+    now = now or timezone.now()
+    report = DryRunReport()
+    workers = {w.name: w for w in Worker.objects.all()}
+    cache: dict[int, list[GrantRule]] = {}
+    records = (AuditRecord.objects.filter(kind="decision", created_at__gte=now - timedelta(days=days))
+               .exclude(worker_name="").order_by("seq").iterator(chunk_size=2000))
+    for record in records:
+        replay = _facts(record)
+        worker = workers.get(record.worker_name)
+        if replay is None or worker is None or record.reason in NOT_GRANT_DECISIONS:
+            report.skipped += 1
+            continue
+        facts, taint, method, url = replay
+        if worker.pk not in cache:
+            cache[worker.pk] = rules_for(worker)
+        decision = engine.evaluate(RunState(run_id=record.run_id_ref or 0, worker_id=worker.pk, taint=taint,
+                                            untrusted=False), facts, cache[worker.pk], now)
+        report.replayed += 1
+        if _verdict(decision) != record.verdict:
+            report.changes.append(Change(record.seq, worker.name, facts.host, method, url, record.verdict,
+                                         _verdict(decision), decision.grant.slug if decision.grant else None))
+    audit_append("dry_run", {"event": "dry-run performed", "source": source[:200], "days": days,
+                             "replayed": report.replayed, "skipped": report.skipped,
+                             "would_change": len(report.changes), "by": actor})
+    return report
+
+
+def _facts(record: AuditRecord) -> tuple[RequestFacts, DataClass, str, str] | None:
+    try:
+        data = json.loads(record.body).get("data", {})
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(data, dict) or data.get("tripwire") or "approved_by" in data:
+        return None  # a sentinel tripwire, or an approval's conclusion (the human's answer)
+    if data.get("approval") and record.verdict == "allow":
+        return None  # the grace pass of an earlier approval
+    method, url = data.get("method"), data.get("url")
+    if not isinstance(method, str) or not isinstance(url, str):
+        return None
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    taint = next((c for c in DataClass if c.label == data.get("taint")), DataClass.PRIVATE)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    mcp = tuple(McpCall(m[0], m[1]) for m in data.get("mcp") or ()
+                if isinstance(m, list) and len(m) == 2 and isinstance(m[0], str))
+    return (RequestFacts(method=method, scheme=parts.scheme, host=parts.hostname, port=port, path=path,
+                         mcp=mcp), taint, method, url)

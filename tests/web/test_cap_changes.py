@@ -1,0 +1,44 @@
+"""Cap changes: audited as their own kind with the old and the new value; the unit is shown beside the
+limit in the admin and on the overview."""
+
+from __future__ import annotations
+
+import json
+
+from django.test import Client
+
+from controlplane.audit.models import AuditRecord
+from controlplane.ledger import caps
+from controlplane.ledger.models import Cap
+from tests.web.conftest import PASSWORD
+
+
+def _data(kind: str) -> list[dict]:
+    return [json.loads(r.body)["data"] for r in AuditRecord.objects.filter(kind=kind).order_by("seq")]
+
+
+def test_cap_change_audited_with_old_and_new(admin_user, worker):
+    cap = caps.cap_save(Cap(worker=worker, unit="requests", window="day", limit=100), admin_user)
+    cap.limit = 250
+    caps.cap_save(cap, admin_user)
+    caps.cap_delete(cap, admin_user)
+    created, changed, deleted = _data("cap_change")
+    assert created["event"] == "created" and created["old"] is None and created["new"]["limit"] == 100
+    assert changed["old"]["limit"] == 100 and changed["new"]["limit"] == 250
+    assert changed["by"] == "dave-admin" and changed["scope"] == "worker:researcher"
+    assert deleted["old"]["limit"] == 250 and deleted["new"] is None
+    assert not AuditRecord.objects.filter(kind="grant_change").exists()
+
+
+def test_unit_next_to_the_limit_in_admin_and_overview(admin_user, worker):
+    admin_user.is_staff = True
+    admin_user.save()
+    cap = caps.cap_save(Cap(worker=None, unit="micro", window="month", limit=5_000_000), admin_user)
+    client = Client()
+    assert client.login(username=admin_user.username, password=PASSWORD)
+    change = client.get(f"/admin/ledger/cap/{cap.pk}/change/").content.decode()
+    assert "Limit (micro-currency per month)" in change and "1,000,000 = one unit of currency" in change
+    listing = client.get("/admin/ledger/cap/").content.decode()
+    assert "5,000,000 micro-currency per month" in listing
+    overview = client.get("/").content.decode()
+    assert '0 / 5000000 <span class="unit">micro-currency</span>' in overview
