@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString, mark_safe
 from controlplane.audit.models import AuditRecord
 from controlplane.ledger.models import Cap, SpendLine
 
-WIDTH, HEIGHT, PAD = 560, 180, 36
+WIDTH, HEIGHT, PAD, LEGEND = 560, 180, 36, 100
 COLOURS = ["#1d4ed8", "#b45309", "#047857", "#7c3aed", "#be123c", "#0e7490"]
 VERDICT_COLOURS = {"allow": "#047857", "deny": "#b91c1c", "ask": "#b45309"}
 
@@ -33,7 +33,7 @@ def _svg(title: str, days: list[date], series: dict[str, list[int]], colours: di
     def y(value: int) -> float:
         return HEIGHT - PAD - (HEIGHT - 2 * PAD) * value / top
 
-    parts = [f'<svg class="chart" role="img" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" '
+    parts = [f'<svg class="chart" role="img" viewBox="0 0 {WIDTH + LEGEND} {HEIGHT}" width="{WIDTH + LEGEND}" '
              f'height="{HEIGHT}" aria-label="{escape(title)}"><title>{escape(title)}</title>',
              f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" '
              'stroke="#9ca3af"/>',
