@@ -34,7 +34,8 @@ def _svg(title: str, days: list[date], series: dict[str, list[int]], colours: di
         return HEIGHT - PAD - (HEIGHT - 2 * PAD) * value / top
 
     parts = [f'<svg class="chart" role="img" viewBox="0 0 {WIDTH + LEGEND} {HEIGHT}" '
-             f'width="{WIDTH + LEGEND}" height="{HEIGHT}" aria-label="{escape(title)}"><title>{escape(title)}</title>',
+             f'width="{WIDTH + LEGEND}" height="{HEIGHT}" aria-label="{escape(title)}">'
+             f'<title>{escape(title)}</title>',
              f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" '
              'stroke="#9ca3af"/>',
              f'<text x="{PAD}" y="{PAD - 8}" font-size="11" fill="#374151">max {top:,}</text>',

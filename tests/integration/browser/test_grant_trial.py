@@ -67,7 +67,8 @@ def test_overview_charts_draw_spend_and_the_cap_line(world, page_for):
     from controlplane.ledger.models import Cap, SpendLine
 
     Cap.objects.create(worker=None, unit="requests", window="day", limit=10)
-    SpendLine.objects.create(worker=world["worker"], run=world["run"], kind="settle", unit="requests", amount=4)
+    SpendLine.objects.create(worker=world["worker"], run=world["run"], kind="settle", unit="requests",
+                             amount=4)
     root = User.objects.create(username="chartroot", is_staff=True, is_superuser=True)
     page = page_for(root, "/")
     assert page.locator("#spend-chart svg polyline[data-name=mailer]").count() == 1
