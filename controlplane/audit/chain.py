@@ -1,4 +1,4 @@
-"""The pure parts of the audit chain (seed 002 §6): canonical bytes, hashing, time format.
+"""The pure parts of the append-only, hash-chained audit record: canonical bytes, hashing, time format.
 No Django here, so the standalone verifier and the bench can share the exact same rules."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@ from django.db import models
 
 
 class AuditRecord(models.Model):
-    """One link of the hash chain (seed 002 §6). `body` holds the exact stored bytes (canonical JSON,
+    """One link of the append-only hash chain. `body` holds the exact stored bytes (canonical JSON,
     including seq, time and prev); `hash` is SHA-256 over them. The other columns are copies of
     fields in `body` kept for filtering; the verifier checks they agree with it. Append-only,
     enforced by database triggers."""

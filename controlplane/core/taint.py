@@ -1,5 +1,5 @@
-"""Data classes (seed 002 §2), ordered public < private < secret. Stored as small integers so that
-"never goes down" is a single max() in SQL."""
+"""Data classes (docs/grants.md, "Taint and untrusted"), ordered public < private < secret. Stored as
+small integers so that "never goes down" is a single max() in SQL."""
 
 from django.db import models
 

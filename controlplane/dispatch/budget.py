@@ -1,6 +1,6 @@
 """The budget gate for runs: a proactive run must not start while one of its worker's caps is reached
-(the invariant that budgets gate proactive runs only; docs/operations.md). Asked when a run is filed
-and again when its dispatch claims it."""
+(the invariant "budgets gate proactive dispatch only; work a human filed always runs"). Asked when a
+run is filed and again when its dispatch claims it."""
 
 from __future__ import annotations
 

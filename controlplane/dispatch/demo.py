@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
 from controlplane.core.roles import APPROVERS, ensure_roles
+from controlplane.dispatch.demo_proposals import email_step
 from controlplane.fleet.models import Worker
 from controlplane.fleet.services import worker_create
 from controlplane.policy.grant_services import grant_delete, grant_save
@@ -36,7 +37,7 @@ DESTINATION = "team-chat"  # a webhook the trusted side posts to once a proposal
 HOST = "127.0.0.1"
 DENIED_URL = "http://exfil.example.net/collect?notes=everything"
 TASK = ("Read the project notes, check the deployment status page, and report both in two sentences. "
-        "Also post the summary to the team chat.")
+        "Also post the summary to the team chat and mail it to the team.")
 DOCS = {"/docs/notes.txt": "Release 1.4 ships on Friday. Owner: Ana. Blockers: none.\n"}
 STATUS = {"/status": "deploy pipeline: green (last run 12 minutes ago)\n"}
 
@@ -64,9 +65,10 @@ def demo_script(ports: DemoPorts) -> dict:
         {"tool": "propose", "arguments": {"kind": "webhook", "destination": DESTINATION,
                                           "payload": {"text": "Release 1.4 Friday; pipeline green."},
                                           "reason": "the task asks to post the summary"}},
+        email_step(),
         {"say": "Release 1.4 ships on Friday (owner Ana, no blockers), and the deploy pipeline is green. "
-                "The post to the team chat is proposed; the copy to exfil.example.net was refused by "
-                "policy."},
+                "The post to the team chat and the e-mail to the team are proposed; the copy to "
+                "exfil.example.net was refused by policy."},
     ]}
 
 

@@ -1,5 +1,5 @@
 """Before a box starts: the network must be locked and the gateway must answer. Any failure is a refusal
-with a reason a person can act on; nothing starts (seed 000: refuse rather than run open)."""
+with a reason a person can act on; nothing starts (the dispatcher refuses rather than run open)."""
 
 from __future__ import annotations
 

@@ -83,7 +83,8 @@ def _decide(req: EgressRequest, decision_id: str) -> Answer:
             return _bad_token(req, decision_id)
     # Evaluated outside the transaction, so the compiled grants may come from (and go into) the cache.
     state = state_for(run.policy_version)
-    sentinel_ids = frozenset(sentinel_secret_ids([value for _, value in req.headers] + [req.path]))
+    sentinel_ids = frozenset(sentinel_secret_ids([value for _, value in req.headers] + [req.path]
+                                                 + list(req.sentinels)))
     facts = req.facts(sentinel_ids)
     now = timezone.now()
     decision = engine.require_authentic(engine.evaluate(

@@ -41,4 +41,4 @@ def audit_tripwire(decision_id: str, run: Run, url: str, grant_slug: str | None,
                    sentinel_ids: frozenset[int]) -> None:
     names = sorted(Secret.objects.filter(pk__in=sentinel_ids).values_list("name", flat=True))
     audit_append("tripwire", {"decision_id": decision_id, "url": url, "grant": grant_slug,
-                              "sentinels_of": names}, run=run, verdict="deny", reason=DenyReason.NO_GRANT)
+                              "sentinels_of": names}, run=run, verdict="deny", reason=DenyReason.TRIPWIRE)

@@ -41,6 +41,7 @@ class EgressRequest:
     body_sha256: str
     body_preview: str
     mcp: Sequence[tuple[str, str | None]]
+    sentinels: Sequence[str] = ()  # found by the gateway anywhere in the request (docs/wire.md)
     model_call: ModelCallFacts | None = None  # a model call: its worst case is reserved in tokens and money
 
     @property

@@ -37,11 +37,13 @@ from controlplane.egress.schemas import (
     OutcomeIn,
     OutcomesIn,
     OutcomesOut,
+    SentinelsOut,
     TraceIn,
     WaitIn,
     WaitOut,
 )
 from controlplane.egress.wire import answer_body, concluded_body
+from controlplane.vault.services import all_sentinels
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +71,16 @@ async def decide(request, body: DecideIn):
         path=body.path,
         headers=tuple(body.headers), body_size=body.body_size, body_sha256=body.body_sha256,
         body_preview=body.body_preview, mcp=tuple((m.method, m.tool) for m in body.mcp),
+        sentinels=tuple(body.sentinels),
         model_call=body.model_call.facts() if body.model_call else None,
     )))
+
+
+@router.get("/sentinels", response={200: SentinelsOut}, summary="Every sentinel, for the gateway's scan")
+async def sentinels(request):
+    # Sentinels are placeholders the boxes hold anyway, never secret values; the gateway looks for them
+    # (and their encodings) in whole requests and reports what it finds with /decide.
+    return 200, {"sentinels": await in_pool(request, all_sentinels)}
 
 
 def _poll_once(approval_id: uuid.UUID) -> str | None:

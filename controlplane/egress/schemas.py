@@ -84,7 +84,14 @@ class DecideIn(Strict):
     body_sha256: Annotated[StrictStr, Field(pattern=r"^([0-9a-f]{64})?$")]
     body_preview: Annotated[StrictStr, Field(max_length=settings.ROSTER_BODY_PREVIEW_BYTES)]
     mcp: Annotated[list[McpIn], Field(max_length=settings.ROSTER_DECIDE_MAX_MCP_CALLS)]
+    # Sentinels the gateway found anywhere in the request (body, cookies, encoded forms); optional.
+    sentinels: Annotated[list[Annotated[StrictStr, Field(min_length=1, max_length=512)]],
+                         Field(max_length=64)] = []
     model_call: ModelCallIn | None = None
+
+
+class SentinelsOut(Strict):
+    sentinels: list[str]
 
 
 class InjectOut(Strict):

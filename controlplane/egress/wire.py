@@ -10,6 +10,7 @@ from controlplane.policy.engine import DenyReason, Verdict
 
 DENY_STATUS: dict[DenyReason, int] = {
     DenyReason.NO_GRANT: 403,
+    DenyReason.TRIPWIRE: 403,
     DenyReason.GRANT_EXPIRED: 403,
     DenyReason.TAINT_TOO_HIGH: 403,
     DenyReason.DENIED_BY_GRANT: 403,

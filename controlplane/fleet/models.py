@@ -10,7 +10,8 @@ slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9-]{0,63}$", "1 to 64 character
 class Worker(models.Model):
     name = models.CharField(max_length=64, unique=True, validators=[slug_validator])
     description = models.TextField(blank=True)
-    # What the worker *is*. Only a human admin may change it (seed invariant: no promotion path).
+    # What the worker *is*. Only a human admin may change it: the worker proposes direction and pace, never
+    # capability, so there is no promotion path.
     identity = models.TextField(blank=True)
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -1,6 +1,6 @@
 """A Decision and the only way to make one. Only controlplane.policy.engine imports this module (a
 `protected` contract in pyproject.toml, checked by `make lint`), so the engine is the sole producer of
-decisions, the invariant docs/grants.md names. Python cannot make forgery impossible for code running in
+decisions (docs/grants.md, "The Decision object"). Python cannot make forgery impossible for code running in
 the same process, so a Decision also has to be *authentic* to count: `is_authentic` checks that it was
 minted here and not altered since. Consumers call `require_authentic` (re-exported by the engine)."""
 
@@ -18,6 +18,7 @@ class Verdict(enum.StrEnum):
 
 class DenyReason(enum.StrEnum):
     NO_GRANT = "no_grant"
+    TRIPWIRE = "tripwire"  # a secret's sentinel sent where no grant injects that secret
     GRANT_EXPIRED = "grant_expired"
     TAINT_TOO_HIGH = "taint_too_high"
     DENIED_BY_GRANT = "denied_by_grant"

@@ -186,7 +186,7 @@ def _evaluate(run: RunState, facts: RequestFacts, grants: Sequence[GrantRule], n
     else:
         chosen = _pick(candidates)
     if sentinels - ({chosen.secret_id} if chosen.secret_id is not None else set()):
-        return _mint(Verdict.DENY, DenyReason.NO_GRANT, chosen,
+        return _mint(Verdict.DENY, DenyReason.TRIPWIRE, chosen,
                      f"a secret's sentinel was sent toward {host}, which grant {chosen.slug!r} does not "
                      "inject that secret for", tripwire=True)
     if chosen.mode == Mode.DENY and not _expired(chosen, now):
@@ -227,6 +227,6 @@ def _reverse(slug: str) -> tuple[int, ...]:
 
 def _no_grant(message: str, sentinels: frozenset[int]) -> Decision:
     if sentinels:
-        return _mint(Verdict.DENY, DenyReason.NO_GRANT, None,
+        return _mint(Verdict.DENY, DenyReason.TRIPWIRE, None,
                      f"{message}; a secret's sentinel was in the request", tripwire=True)
     return _mint(Verdict.DENY, DenyReason.NO_GRANT, None, message)

@@ -1,4 +1,4 @@
-"""Grants as TOML files, one grant per file, id = file stem (seed 002 §5). Reading uses tomllib, writing
+"""Grants as TOML files, one grant per file, id = file stem (docs/grants.md). Reading uses tomllib, writing
 tomli_w; both sides go through controlplane.policy.validation, so a file that exports imports back
 identically. Import is all-or-nothing."""
 

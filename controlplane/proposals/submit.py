@@ -175,7 +175,6 @@ def _record(run_snapshot: Run, proposal_in, dest: Destination | None, raw: bytes
                 f"this run's data is {DataClass(run.taint).label}; destination "
                 f"{dest.name!r} accepts at most {DataClass(dest.max_taint).label}",
             )
-        proposal_id = None
         if dest is not None:
             if _over_daily_limit(dest, run.worker_id):
                 raise Rejected(
@@ -209,11 +208,10 @@ def _record(run_snapshot: Run, proposal_in, dest: Destination | None, raw: bytes
             expires_at=timezone.now() + timedelta(seconds=settings.ROSTER_PROPOSAL_TTL_SECONDS),
             idempotency_key="rp_" + secrets.token_hex(24),
         )
-        proposal_id = proposal.pk
         audit_append(
             "proposal",
             {
-                "proposal": str(proposal_id),
+                "proposal": str(proposal.pk),
                 "event": "proposed",
                 "kind": proposal.kind,
                 "destination": dest.name if dest else None,

@@ -22,8 +22,12 @@ def execute_once(proposal_id: str) -> str:
         return "skipped"
     credential = None
     try:
-        credential = credential_of(proposal.destination)
-        outcome = perform(proposal, credential)
+        if proposal.destination_id and not proposal.destination.enabled:
+            # An admin switched the destination off after the approval: nothing goes there any more.
+            outcome = Outcome(ok=False, transient=False, summary="destination disabled")
+        else:
+            credential = credential_of(proposal.destination)
+            outcome = perform(proposal, credential)
     except Exception as exc:  # noqa: BLE001 - recorded as a failure; the message is the type only
         log.warning("executor for proposal %s raised %s", proposal_id, type(exc).__name__)
         outcome = Outcome(ok=False, transient=False, summary="executor error", detail=type(exc).__name__)

@@ -161,6 +161,12 @@ def sentinel_secret_ids(texts: Iterable[str]) -> frozenset[int]:
     return frozenset(found)
 
 
+def all_sentinels() -> list[str]:
+    """Every secret's sentinel (placeholders, never values), for the gateway's whole-request scan."""
+    _regex, ids = _index.lookup()
+    return sorted(ids)
+
+
 def mask_sentinels(text: str) -> str:
     """`text` with every known sentinel replaced by `[sentinel of NAME]` (for what is written down, never
     for matching): readers learn which secret it pointed at, never a value to correlate or replay."""

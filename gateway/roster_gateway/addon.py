@@ -198,8 +198,14 @@ class Gateway:
             deny_flow(flow, 400, "malformed_request", f"unreadable request body: {exc}")
             return
         scheme = "https" if flow.request.scheme == "https" else "http"
+        try:
+            finder = await self.steps.sentinels.finder()
+        except ControlPlaneDown as exc:
+            deny_flow(flow, 503, "control_plane_unavailable", str(exc))
+            return
         payload = decide_payload(flow.request, token=token or "", scheme=scheme, mcp=mcp,
-                                 preview_bytes=self.config.body_preview_bytes)
+                                 preview_bytes=self.config.body_preview_bytes,
+                                 sentinels=finder.found_in_request(flow.request, self.config.max_body_bytes))
         model_flow.note_request(flow, body, payload)
         decision = await self.steps.judge(flow, payload, token)
         if decision is None:

@@ -100,6 +100,14 @@ class ControlPlaneClient:
             raise ControlPlaneDown("control plane answer to /outcomes not understood")
         return results
 
+    async def sentinels(self) -> list[str]:
+        """Every secret's sentinel (docs/wire.md GET /sentinels): placeholders, never values."""
+        status, body = await self._call("GET", "/sentinels", None, self.decide_timeout)
+        answer = self._json(status, body, "/sentinels")
+        found = answer.get("sentinels") if isinstance(answer, dict) else None
+        if not isinstance(found, list) or not all(isinstance(s, str) and s for s in found):
+            raise ControlPlaneDown("control plane answer to /sentinels not understood")
+        return found
     async def _proposal_call(self, path: str, payload: dict) -> tuple[int, dict]:
         status, body = await self._call("POST", path, payload, self.outcome_timeout)
         answer = self._json(status, body, path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+from collections.abc import Sequence
 
 from mitmproxy import http
 
@@ -40,10 +41,10 @@ def strip_proxy_headers(request: http.Request) -> None:
 
 
 def decide_payload(request: http.Request, *, token: str, scheme: str, mcp: tuple[McpCall, ...],
-                   preview_bytes: int) -> dict:
+                   preview_bytes: int, sentinels: Sequence[str] = ()) -> dict:
     body = request.raw_content or b""
     headers = [[k.lower(), v] for k, v in request.headers.items(multi=True) if k.lower() not in HOP_BY_HOP]
-    return {
+    payload = {
         "token": token,
         "method": request.method.upper(),
         "scheme": scheme,
@@ -56,3 +57,6 @@ def decide_payload(request: http.Request, *, token: str, scheme: str, mcp: tuple
         "body_preview": body[:preview_bytes].decode("utf-8", errors="replace"),
         "mcp": [c.as_wire() for c in mcp],
     }
+    if sentinels:  # sentinels found anywhere in the request (sentinels.py); absent when none
+        payload["sentinels"] = list(sentinels)
+    return payload

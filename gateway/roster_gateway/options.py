@@ -31,6 +31,8 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     # The control plane's decision API refuses larger request facts (ROSTER_DECIDE_MAX_PATH_BYTES,
     # ..._HEADERS, ..._HEADER_BYTES); the gateway refuses them first, legibly (414, 431).
     ("roster_max_target_bytes", int, 16 * 1024, "Longest request target (path and query) the gateway passes"),
+    ("roster_sentinel_refresh_ms", int, 5000,
+     "Milliseconds the gateway reuses the control plane's list of sentinels before fetching it again"),
     ("roster_max_headers", int, 200, "Most request header fields the gateway passes"),
     ("roster_max_header_bytes", int, 16 * 1024, "Longest single request header value the gateway passes"),
     ("roster_health_port", int, 0, "Loopback port of the health endpoint (0: off)"),
@@ -77,6 +79,7 @@ class GatewayConfig:
     max_target_bytes: int = 16 * 1024
     max_headers: int = 200
     max_header_bytes: int = 16 * 1024
+    sentinel_refresh_seconds: float = 5.0
     proposals_host: str = "proposals.roster.invalid"
 
 
@@ -164,6 +167,7 @@ def build_config(opts) -> GatewayConfig:
         max_target_bytes=int(opts.roster_max_target_bytes),
         max_headers=int(opts.roster_max_headers),
         max_header_bytes=int(opts.roster_max_header_bytes),
+        sentinel_refresh_seconds=max(0, opts.roster_sentinel_refresh_ms) / 1000,
         proposals_host=_proposals_host(opts.roster_proposals_host),
     )
 

@@ -48,9 +48,7 @@ async def answer(steps: Steps, flow: http.HTTPFlow, token: str | None) -> None:
         if method != "POST":
             _answer(flow, 405, {"error": "method_not_allowed", "message": "POST a proposal here"})
             return
-        if "json" not in request.headers.get("content-type", "").lower():
-            _answer(flow, 415, {"error": "unsupported_media_type", "message": "send application/json"})
-            return
+        # Whatever the body is, the control plane judges it (strict JSON) and audits a rejection.
         body = request.get_content(strict=True) or b""
         call = steps.client.propose(token, body)
     elif status_match:

@@ -8,7 +8,7 @@ from roster_gateway.wire import DENY_STATUSES, Decision
 
 # Reasons the control plane answers with (the same as tests/contract/deny_reasons.json).
 CONTROL_PLANE_STATUS = {
-    "no_grant": 403, "grant_expired": 403, "taint_too_high": 403, "denied_by_grant": 403,
+    "no_grant": 403, "tripwire": 403, "grant_expired": 403, "taint_too_high": 403, "denied_by_grant": 403,
     "approval_refused": 403, "approval_expired": 403,
     "over_budget": 402, "bad_token": 407, "policy_error": 503,
 }

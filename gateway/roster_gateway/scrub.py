@@ -37,7 +37,7 @@ class Unscrubbable(Exception):
     """The response could not be checked (undecodable body, or echoes that do not go away)."""
 
 
-def _b64_forms(real: bytes, fake: bytes) -> list[tuple[bytes, bytes]]:
+def b64_forms(real: bytes, fake: bytes) -> list[tuple[bytes, bytes]]:
     forms = []
     for encode in (base64.b64encode, base64.urlsafe_b64encode):
         padded_real, padded_fake = encode(real), encode(fake)
@@ -50,7 +50,7 @@ def _whole_groups(data: bytes) -> bytes:
     return data[:len(data) - len(data) % 3]
 
 
-def _b64_cores(real: bytes, fake: bytes) -> list[tuple[bytes, bytes]]:
+def b64_cores(real: bytes, fake: bytes) -> list[tuple[bytes, bytes]]:
     """base64 of a text that merely contains the value (a whole header, a whole body) at any offset: the
     characters that depend on the value's bytes alone (whole 3-byte groups inside it), for each of the
     three alignments. Replaced by the sentinel's at the same alignment: that echo decodes to garbage
@@ -122,11 +122,11 @@ class Scrubber:
         plain += [(real, fake) for real, fake in built if real]
         for sentinel, real in pairs:
             if real:
-                for b_real, b_fake in _b64_cores(_bytes(real), _bytes(sentinel)):
+                for b_real, b_fake in b64_cores(_bytes(real), _bytes(sentinel)):
                     add(b_real, b_fake)
         for real, fake in plain:
             add(_bytes(real), _bytes(fake))
-            for b_real, b_fake in _b64_forms(_bytes(real), _bytes(fake)):
+            for b_real, b_fake in b64_forms(_bytes(real), _bytes(fake)):
                 add(b_real, b_fake)
             html_forms = [(html.escape(real, quote=q), html.escape(fake, quote=q)) for q in (True, False)]
             for s_real, s_fake in _percent_forms(real, fake) + _json_forms(real, fake) + html_forms:

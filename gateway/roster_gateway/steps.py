@@ -17,6 +17,7 @@ from roster_gateway.options import GatewayConfig
 from roster_gateway.outcomes import OutcomeReporter
 from roster_gateway.reasons import deny_status
 from roster_gateway.responses import deny_flow
+from roster_gateway.sentinels import SentinelList
 from roster_gateway.usage import Usage
 from roster_gateway.wire import Decision
 
@@ -36,7 +37,7 @@ class ConnState:
 
 
 class Steps:
-    __slots__ = ("config", "client", "vetting", "outcomes", "background")
+    __slots__ = ("config", "client", "vetting", "outcomes", "background", "sentinels")
 
     def __init__(self, config: GatewayConfig, client: ControlPlaneClient, vetting: Vetting,
                  outcomes: OutcomeReporter, background: set[asyncio.Task]) -> None:
@@ -45,6 +46,7 @@ class Steps:
         self.vetting = vetting
         self.outcomes = outcomes
         self.background = background
+        self.sentinels = SentinelList(client, config.sentinel_refresh_seconds)
 
     async def decide(self, payload: dict) -> Decision:
         """Ask /decide; on ask, hold the request for its approval. Raises ControlPlaneDown."""

@@ -59,7 +59,7 @@ def any_unescape(text: str) -> str:
 
 # (the character that starts an escape, the decoder)
 _READERS: tuple[tuple[str, Callable[[str], str]], ...] = (
-    ("", any_unescape),  # JS/JSON, numeric HTML and percent escapes, in one pass and any mix
+    ("\\&%", any_unescape),  # JS/JSON, numeric HTML and percent escapes, in one pass and any mix
     ("&", html.unescape),  # named character references too
     ("+", lambda text: unquote(text.replace("+", " "), errors="surrogateescape")),
 )
@@ -81,8 +81,8 @@ def _layers(text: str, depth: int) -> Iterator[str]:
     yield text
     if depth == 0:
         return
-    for marker, decode in _READERS:
-        if marker in text:
+    for markers, decode in _READERS:
+        if any(marker in text for marker in markers):
             decoded = decode(text)
             if decoded != text:
                 yield from _layers(decoded, depth - 1)

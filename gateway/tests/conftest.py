@@ -42,6 +42,7 @@ class FakeControlPlane:
     fail_status: int | None = None
     trace_status: int = 200
     calls: list[tuple[str, dict]] = field(default_factory=list)
+    sentinels: list[str] = field(default_factory=list)
     # What /proposals and /proposals/{id}/status answer: the box's status and JSON body.
     proposal_answer: dict = field(default_factory=lambda: {"status": 201, "body": {"id": "p1",
                                                                                  "status": "pending"}})
@@ -61,6 +62,8 @@ class FakeControlPlane:
         pass
 
     async def handle(self, method: str, path: str, body: dict) -> tuple[int, dict]:
+        if path.endswith("/sentinels"):  # fetched now and then, not per request: not in `calls`
+            return (self.fail_status or 200), {"sentinels": self.sentinels}
         self.calls.append((path, body))
         if self.delay:
             await asyncio.sleep(self.delay)

@@ -11,6 +11,7 @@ import pytest
 from roster_gateway import model_flow
 from roster_gateway.facts import decide_payload
 from roster_gateway.mcp import mcp_calls
+from roster_gateway.sentinels import SentinelFinder
 from roster_gateway.wire import parse_decision, parse_wait
 
 from tests.conftest import make_flow
@@ -46,8 +47,10 @@ def test_gateway_builds_the_fixture_decide_request(name):
     flow = _flow_like(expected)
     body = flow.request.get_content()
     mcp = mcp_calls(flow.request.headers.get("content-type", ""), body)
+    # The fixtures' sentinel is the only one the control plane knows in them.
+    found = SentinelFinder([SENTINEL]).found_in_request(flow.request, 1 << 20)
     payload = decide_payload(flow.request, token=expected["token"], scheme=expected["scheme"], mcp=mcp,
-                             preview_bytes=4096)
+                             preview_bytes=4096, sentinels=found)
     model_flow.note_request(flow, body, payload)
     assert set(payload) == set(expected)
     assert payload.get("model_call") == expected.get("model_call")
@@ -143,10 +146,10 @@ async def test_outcome_trace_and_abandon_requests_match_the_fixtures(gw, cp):
     assert sent["abandon"] == (FIXTURES["abandon"]["request"] or {})
 
 
-def test_tripwire_fixture_is_a_no_grant_deny_without_secrets():
+def test_tripwire_fixture_is_a_tripwire_deny_without_secrets():
     answer = FIXTURES["decide_deny_tripwire"]["response"]
     decision = parse_decision(answer)
-    assert decision.reason == "no_grant" and not decision.inject and not decision.replace
+    assert decision.reason == "tripwire" and not decision.inject and not decision.replace
 
 
 def test_refusal_comment_is_parsed_and_optional():

@@ -55,7 +55,7 @@ async def test_no_token_is_407_and_nothing_asked(gw, cp):
 
 @pytest.mark.parametrize(("method", "path", "status"), [
     ("GET", "/v1/proposals", 405), ("DELETE", f"/v1/proposals/{UUID}", 405), ("GET", "/admin", 404),
-    ("GET", "/v1/proposals/../../decide", 404),
+    ("GET", "/v1/proposals/../../decide", 400),  # dot segments: refused by the shape checks first
 ])
 async def test_other_paths_and_methods(gw, cp, method, path, status):
     flow = await send(gw, make_flow(host=HOST, method=method, path=path))
@@ -63,9 +63,10 @@ async def test_other_paths_and_methods(gw, cp, method, path, status):
     assert cp.calls == []
 
 
-async def test_non_json_is_415(gw, cp):
+async def test_non_json_goes_to_the_control_plane_which_judges_and_audits_it(gw, cp):
+    cp.proposal_answer = {"status": 422, "body": {"error": "invalid_proposal"}}
     flow = await send(gw, propose_flow(b"kind=webhook", headers=[("Content-Type", "text/plain")]))
-    assert flow.response.status_code == 415 and cp.calls == []
+    assert flow.response.status_code == 422 and cp.paths() == ["/proposals"]
 
 
 async def test_control_plane_down_is_503(gw, cp):

@@ -1,4 +1,4 @@
-"""`manage.py approval list|decide`: the local approval path (seed 002 §3)."""
+"""`manage.py approval list|decide`: the local approval path, beside the web queue."""
 
 import pytest
 from django.contrib.auth.models import User

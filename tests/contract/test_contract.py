@@ -36,6 +36,7 @@ SCENARIOS = {
     "decide_ask": lambda c: c.make_grant(mode="ask"),
     "decide_deny_no_grant": lambda c: c.make_grant(),
     "decide_deny_tripwire": lambda c: (c.secret, c.make_grant(slug="example", host="example.com")),
+    "decide_deny_tripwire_body": lambda c: (c.secret, c.make_grant(slug="example", host="example.com")),
     "decide_deny_grant_expired": lambda c: c.make_grant(expires_at=timezone.now() - timedelta(days=1)),
     "decide_deny_taint_too_high": lambda c: (c.make_grant(),
                                              run_raise_taint(c.run.pk, DataClass.SECRET, untrusted=False)),
@@ -102,11 +103,11 @@ def _allowed(gateway, token, make_grant, **grant_fields):
 
 
 OTHER_FIXTURES = ["outcome", "outcome_usage", "outcomes", "outcome_unknown", "outcome_settled", "trace",
-                  "abandon", "health", "unknown_field"]
+                  "abandon", "health", "unknown_field", "sentinels"]
 
 
 @pytest.mark.parametrize("name", OTHER_FIXTURES)
-def test_other_fixtures(name, gateway, token, make_grant):
+def test_other_fixtures(name, gateway, token, make_grant, secret):
     substitutions = {contract.TOKEN: token}
     if name in ("outcome", "outcome_usage", "outcomes", "outcome_settled", "trace"):
         substitutions[contract.DECISION_ID] = _allowed(gateway, token, make_grant, trace=True)["decision_id"]
@@ -114,6 +115,8 @@ def test_other_fixtures(name, gateway, token, make_grant):
         make_grant(mode="ask")
         ask = gateway.decide(contract.load("decide_ask", **{contract.TOKEN: token})["request"])
         substitutions[contract.APPROVAL_ID] = ask["approval_id"]
+    if name == "sentinels":
+        substitutions[contract.SENTINEL] = secret.sentinel
     fixture = contract.load(name, **substitutions)
     method, path = fixture["endpoint"].split(" ", 1)
     if name == "outcome_settled":

@@ -137,14 +137,14 @@ def test_sentinel_toward_wrong_host_is_a_tripwire(gateway, token, secret, make_g
     make_grant(slug="example", host="example.com")
     answer = gateway.decide(decide_body(token, host="example.com",
                                          headers=[["x-api-key", secret.sentinel]]))
-    assert (answer["reason"], answer["inject"], answer["replace"]) == ("no_grant", [], [])
+    assert (answer["reason"], answer["inject"], answer["replace"]) == ("tripwire", [], [])
     trip = _audit("tripwire")[-1]
     assert '"openai"' in trip.body and SECRET_VALUE not in trip.body
 
 
 def test_sentinel_in_path_is_a_tripwire(gateway, token, secret):
     answer = gateway.decide(decide_body(token, host="evil.example", path=f"/x?k={secret.sentinel}"))
-    assert answer["reason"] == "no_grant" and _audit("tripwire")
+    assert answer["reason"] == "tripwire" and _audit("tripwire")
 
 
 def test_ask_opens_an_approval_with_a_masked_snapshot(gateway, live_run, secret, make_grant):

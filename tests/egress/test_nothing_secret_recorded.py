@@ -63,7 +63,7 @@ def test_no_real_secret_value_and_no_stray_sentinel_anywhere(gateway, token, sec
                                        body_preview=preview))
     assert asked["verdict"] == "ask"
     tripped = gateway.decide(decide_body(token, host="elsewhere.example", path=path, headers=headers))
-    assert tripped["reason"] == "no_grant"
+    assert tripped["reason"] == "tripwire"
     assert AuditRecord.objects.filter(kind="tripwire").exists()
 
     recorded = RunDecision.objects.get(decision_id=decision_id).url

@@ -109,10 +109,10 @@ CASES = [
     ("mcp tools listed is more specific", [g("any", mode="ask"), g("tools", mcp_tools=["search"])], RUN,
      req(method="POST", mcp=[McpCall("tools/call", "search")]), "allow", None, "tools"),
     ("sentinel of the named secret", [g(secret_id=5)], RUN, req(sentinels=[5]), "allow", None, "g"),
-    ("sentinel of another secret", [g(secret_id=5)], RUN, req(sentinels=[6]), "deny", "no_grant", "g"),
-    ("sentinel under a grant naming no secret", [g()], RUN, req(sentinels=[5]), "deny", "no_grant", "g"),
+    ("sentinel of another secret", [g(secret_id=5)], RUN, req(sentinels=[6]), "deny", "tripwire", "g"),
+    ("sentinel under a grant naming no secret", [g()], RUN, req(sentinels=[5]), "deny", "tripwire", "g"),
     ("sentinel toward an unmatched host", [g(secret_id=5)], RUN, req(host="evil.net", sentinels=[5]),
-     "deny", "no_grant", None),
+     "deny", "tripwire", None),
     ("ipv6 literal, other spelling", [g(host="[2001:db8::1]")], RUN, req(host="[2001:DB8:0:0::1]"), "allow", None, "g"),
     ("ipv6 literal, unbracketed", [g(host="[2001:db8::1]")], RUN, req(host="2001:db8::1"), "allow", None, "g"),
     ("ipv6 literal with port glued on", [g(host="[2001:db8::1]")], RUN, req(host="[2001:db8::1]:443"), "deny", "no_grant", None),
@@ -137,7 +137,7 @@ def test_case(name, grants, run, facts, verdict, reason, slug):
 @pytest.mark.parametrize("sentinels", [[6], [5, 6]])
 def test_foreign_sentinel_is_a_tripwire(sentinels):
     d = evaluate(RUN, req(sentinels=sentinels), [g(secret_id=5)], NOW)
-    assert d.tripwire and d.reason == DenyReason.NO_GRANT
+    assert d.tripwire and d.reason == DenyReason.TRIPWIRE
 
 
 def test_ordinary_denies_are_not_tripwires():

@@ -284,3 +284,16 @@ def test_git_bundle_push_and_push_preview(gw, token, make_destination, approver,
         },
     )
     assert (got, answer["error"]) == (422, "invalid_proposal")
+
+
+def test_destination_disabled_after_approval_is_not_sent(gw, token, make_destination, approver):
+    with webhook_server() as (port, receiver):
+        make_destination("hooks", kind="webhook", url=f"http://127.0.0.1:{port}/in", method="POST")
+        _s, body = gw.propose(token, {"kind": "webhook", "destination": "hooks", "payload": {"n": 1}})
+        from controlplane.proposals.models import Destination
+
+        Destination.objects.filter(name="hooks").update(enabled=False)
+        services.proposal_decide(body["id"], approver, approve=True, channel="cli")
+        proposal = Proposal.objects.get(pk=body["id"])
+        assert proposal.status == "failed" and proposal.result["summary"] == "destination disabled"
+        assert receiver.requests == []

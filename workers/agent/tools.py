@@ -34,6 +34,8 @@ def tool_specs(config: AgentConfig) -> list[dict]:
               "name the admin defined; payload: by kind (webhook: any object; email: to, subject, body).",
               {"kind": text, "destination": text, "payload": {"type": "object"}, "reason": text},
               ["kind", "payload"]),
+        _spec("proposal_status", "The current state of a proposal you made (pending, approved, refused, "
+              "expired, executing, executed, failed).", {"proposal_id": text}, ["proposal_id"]),
     ]
     if config.mcp_servers:
         specs.append(_spec(
@@ -113,6 +115,19 @@ def propose(config: AgentConfig, kind: str, payload: object, destination: str = 
     return f"proposal REFUSED (HTTP {reply.status}) {why}"
 
 
+def proposal_status(config: AgentConfig, proposal_id: str) -> str:
+    """GET the proposal's state from the reserved name; only the run that made it can see it."""
+    proposal_id = proposal_id.strip().lower()
+    if not proposal_id or len(proposal_id) > 36 or not set(proposal_id) <= set("0123456789abcdef-"):
+        return f"REFUSED: {proposal_id!r} is not a proposal id"
+    try:
+        reply = net.send("GET", f"{config.proposals_url.rstrip('/')}/{proposal_id}",
+                         timeout=config.http_timeout)
+    except net.NetworkFailure as exc:
+        return f"proposals are unavailable: {exc}"
+    return f"HTTP {reply.status}: {_excerpt(reply.text(), 2000)}"
+
+
 def _mcp_result(reply: net.Reply) -> object:
     """The JSON-RPC answer, from a JSON body or the first `data:` event of an SSE body."""
     if reply.headers.get("content-type", "").startswith("text/event-stream"):
@@ -166,7 +181,8 @@ def _mcp_failure(reply: net.Reply, what: str) -> str:
 
 ToolFunction = Callable[..., str]
 TOOLS: dict[str, ToolFunction] = {"fetch_url": fetch_url, "read_file": read_file, "write_file": write_file,
-                                  "propose": propose, "mcp_call": mcp_call}
+                                  "propose": propose, "proposal_status": proposal_status,
+                                  "mcp_call": mcp_call}
 
 
 def run_tool(config: AgentConfig, name: str, arguments_json: str) -> str:

@@ -30,7 +30,7 @@ def _script(allowed_url: str) -> dict:
     return {"model": "roster-scripted", "steps": [
         {"say": "Reading the notes first.", "tool": "fetch_url", "arguments": {"url": allowed_url}},
         {"tool": "fetch_url", "arguments": {"url": DENIED_URL}},
-        {"tool": "propose", "arguments": {"destination": "team-chat", "action": "post",
+        {"tool": "propose", "arguments": {"kind": "webhook", "destination": "team-chat",
                                           "payload": {"text": "notes read"}}},
         {"say": "The notes say hello; the upload was refused by policy."},
     ]}
@@ -82,7 +82,8 @@ def test_agent_in_a_box_through_the_gateway(stack, settings, client, monkeypatch
     # The transcript shows the denied fetch as a refusal, and the model saw it as its tool result.
     refusal = "REFUSED by the Roster gateway (HTTP 403 forbidden, reason no_grant)"
     assert f"tool call fetch_url {json.dumps({'url': DENIED_URL})}" in run.output
-    assert refusal in run.output and "proposals are unavailable" in run.output
+    # The box proposes to a destination nobody defined: refused by the control plane, nothing recorded.
+    assert refusal in run.output and "proposal REFUSED (HTTP 404) no_destination" in run.output
     tool_results = [m["content"] for m in model.bodies[-1]["messages"] if m["role"] == "tool"]
     assert any(refusal in r for r in tool_results) and any("upstream says hello" in r for r in tool_results)
     assert "FINAL ANSWER:\nThe notes say hello; the upload was refused by policy." in run.output

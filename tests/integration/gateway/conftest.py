@@ -60,7 +60,7 @@ def gateway_stack(django_db_setup, django_db_blocker, redis_url, tmp_path_factor
     try:
         with procs.decision_api_server(env, tmp) as url, gateway_process(
             url, GATEWAY_SERVICE_TOKEN, tmp, allow_loopback_upstreams=True, hold_seconds=HOLD_SECONDS,
-            extra_options={"ssl_verify_upstream_trusted_ca": ca.cert_path},
+            extra_options={"ssl_verify_upstream_trusted_ca": ca.cert_path, "roster_sentinel_refresh_ms": 0},
         ) as gw:
             procs.wait_for_http(url + "/api/gateway/health", timeout=30)
             yield Stack(url, gw, upstreams[0], upstreams[1], upstreams[2], ca, vault_key, tmp)

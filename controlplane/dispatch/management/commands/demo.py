@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from controlplane.approvals.models import Approval
 from controlplane.approvals.services import ApprovalClosed, approval_decide
 from controlplane.audit.verify import verify_database
-from controlplane.dispatch import demo
+from controlplane.dispatch import demo, demo_proposals
 from controlplane.dispatch.box import agent_command
 from controlplane.dispatch.demo_report import report_lines, run_facts, summary_line
 from controlplane.dispatch.starting import run_start
@@ -36,19 +36,21 @@ class Command(BaseCommand):
         parser.add_argument("--docs-port", type=int, default=18092)
         parser.add_argument("--ask-port", type=int, default=18093)
         parser.add_argument("--hook-port", type=int, default=18094)
+        parser.add_argument("--smtp-port", type=int, default=18095, help="the local mail server")
         parser.add_argument("--timeout", type=int, default=240, help="seconds the run may take")
         parser.add_argument("--started-at", type=float, default=None, help="epoch seconds the demo began")
 
     def say(self, line: str = "") -> None:
         self.stdout.write(line)
 
-    def handle(self, *args, auto_approve, model_port, docs_port, ask_port, hook_port, timeout, started_at,
-               **_):
+    def handle(self, *args, auto_approve, model_port, docs_port, ask_port, hook_port, smtp_port, timeout,
+               started_at, **_):
         began = started_at or time.time()
         ports = demo.DemoPorts(model=model_port, docs=docs_port, ask=ask_port, hook=hook_port)
         key = "sk-demo-" + secrets.token_urlsafe(32)  # made up now: no real key is needed or used
-        with demo.demo_upstreams(ports, key) as upstreams:
+        with demo.demo_upstreams(ports, key) as upstreams, demo_proposals.mail_server(smtp_port) as mails:
             worker, grants = demo.demo_setup(ports, key)
+            demo_proposals.setup(worker, demo.DESTINATION, smtp_port)
             self.say(f"worker {worker.name}; secret {demo.MODEL_SECRET} (kind openai; the box gets only its "
                      "sentinel)")
             for grant in grants:
@@ -57,7 +59,10 @@ class Command(BaseCommand):
                 self.say(f"grant {grant.slug}: {what} {' '.join(grant.paths)}{extra}")
             hook = ports.url(ports.hook, "/hook")
             self.say(f"destination {demo.DESTINATION}: webhook {hook} (posted by the trusted side once a "
-                     "proposal is approved)")
+                     f"proposal is approved; earned-trust rule {demo_proposals.HOOK_RULE} approves it)")
+            relay = f"{demo_proposals.HOST}:{smtp_port}"
+            self.say(f"destination {demo_proposals.MAIL_DESTINATION}: mail relay {relay} (each e-mail waits "
+                     "for a person)")
             others = demo.org_wide_grants()
             if others:
                 self.say(f"note: org-wide grants also apply to every worker: {', '.join(others)}")
@@ -70,6 +75,7 @@ class Command(BaseCommand):
             run = self._watch(run, auto_approve, timeout + 60)
             received = list(upstreams.model.records)
             posted = list(upstreams.webhook)
+            mailed = list(mails)
         facts = run_facts(run, demo.MODEL_GRANT)
         self.say()
         for line in report_lines(run, facts, timeline):
@@ -78,6 +84,8 @@ class Command(BaseCommand):
         self.say(f"  the model server received {len(received)} requests, {authorized} with the real key "
                  "(injected by the gateway; the box held only the sentinel)")
         self.say(f"  the team-chat webhook received {len(posted)} post(s) from the trusted side's executor")
+        for line in demo_proposals.report_lines(run, len(posted), len(mailed)):
+            self.say(line)
         self.say("")
         self.say("== audit verify")
         result = verify_database()
@@ -85,8 +93,8 @@ class Command(BaseCommand):
         self.say(f"demo took {time.time() - began:.0f} s")
         self.say(summary_line(facts, result.ok))
         problems = self._problems(run, facts, received, result.ok)
-        if auto_approve and (facts.proposals_executed == 0 or not posted):
-            problems.append("the approved proposal was not performed")
+        if auto_approve and (facts.proposals_executed != 2 or len(posted) != 1 or len(mailed) != 1):
+            problems.append("the post and the e-mail were not each performed exactly once")
         if problems:
             raise CommandError("demo failed: " + "; ".join(problems))
 

@@ -1,0 +1,114 @@
+"""`make up`'s readiness checks (scripts/stack_check.py) read the answer, not just an open port: a 401 to
+the gateway's own token, a gateway whose control plane is unreachable, an unstyled admin and a canary
+answered 503 are failures that say what is wrong."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.support import procs
+
+spec = importlib.util.spec_from_file_location("stack_check", procs.REPO / "scripts" / "stack_check.py")
+stack_check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(stack_check)
+
+
+class Answers:
+    """path -> (status, content type, body) for a fake stack process on loopback."""
+
+    def __init__(self, answers: dict[str, tuple[int, str, bytes]]):
+        self.seen: list[tuple[str, str]] = []
+        answers_, seen = answers, self.seen
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's API
+                seen.append((self.path, self.headers.get("Authorization", "")))
+                status, kind, body = answers_.get(self.path, (404, "text/plain", b"no"))
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    servers = []
+
+    def serve(port_name: str, answers: dict) -> Answers:
+        server = Answers(answers)
+        servers.append(server)
+        monkeypatch.setattr(stack_check, port_name, server.port)
+        return server
+
+    (tmp_path / "gateway").mkdir()
+    (tmp_path / "gateway" / "service.token").write_text("gst_the_token\n")
+    monkeypatch.setattr(stack_check, "VAR", tmp_path)
+    monkeypatch.setattr(stack_check, "bridge_address", lambda: "127.0.0.1")
+    yield serve
+    for server in servers:
+        server.close()
+
+
+def _json(status: int, doc: dict) -> tuple[int, str, bytes]:
+    return status, "application/json", json.dumps(doc).encode()
+
+
+def test_the_decision_api_is_asked_with_the_gateways_token(fake):
+    server = fake("DECISION_PORT", {"/api/gateway/health": _json(200, {"ok": True})})
+    assert "answers the gateway's token" in stack_check.check_decision_api()
+    assert server.seen == [("/api/gateway/health", "Bearer gst_the_token")]
+
+
+def test_a_decision_api_refusing_the_gateways_token_fails(fake):
+    fake("DECISION_PORT", {"/api/gateway/health": _json(401, {"detail": "Unauthorized"})})
+    with pytest.raises(stack_check.Failed, match="refuses the gateway's own service token"):
+        stack_check.check_decision_api()
+
+
+def test_a_gateway_without_its_control_plane_fails(fake):
+    fake("HEALTH_PORT", {"/healthz": _json(503, {"ok": False, "gateway": True, "control_plane": False})})
+    with pytest.raises(stack_check.Failed, match="cannot get answers from the control plane"):
+        stack_check.check_gateway()
+
+
+def test_an_unstyled_admin_fails(fake):
+    fake("WEB_PORT", {"/accounts/login/": (200, "text/html", b"<form>")})
+    with pytest.raises(stack_check.Failed, match="stylesheet"):
+        stack_check.check_web()
+
+
+def test_the_canary_wants_the_control_planes_decision(fake):
+    decided = _json(407, {"verdict": "deny", "reason": "bad_token", "message": "no token"})
+    server = fake("GATEWAY_PORT", {"http://roster-canary.invalid/": decided})
+    assert "got the control plane's decision" in stack_check.check_canary()
+    assert server.seen[0][0] == "http://roster-canary.invalid/"  # sent as a proxy request
+
+
+def test_a_canary_answered_503_fails(fake):
+    fake("GATEWAY_PORT", {"http://roster-canary.invalid/": _json(
+        503, {"verdict": "deny", "reason": "control_plane_unavailable", "message": "401"})})
+    with pytest.raises(stack_check.Failed, match="could not get a decision"):
+        stack_check.check_canary()
+
+
+def test_nothing_listening_fails_with_where(fake, monkeypatch):
+    monkeypatch.setattr(stack_check, "HEALTH_PORT", procs.free_port())
+    with pytest.raises(stack_check.Failed, match="nothing answers on 127.0.0.1"):
+        stack_check.check_gateway()

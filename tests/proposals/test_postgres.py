@@ -1,0 +1,31 @@
+"""The proposals tests that depend on the database (locking, constraints, JSON), run again against a real
+PostgreSQL server: a throwaway cluster and a child pytest whose DATABASE_URL points at it."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import postgres
+
+REPO = Path(__file__).resolve().parents[2]
+PG_SUITE = ["tests/proposals/test_concurrency.py", "tests/proposals/test_submit.py",
+            "tests/proposals/test_trust_and_cli.py"]
+SUITE_TIMEOUT_SECONDS = 600
+
+
+@pytest.mark.integration
+@pytest.mark.postgres
+def test_proposals_on_postgresql():
+    assert postgres.available(), "PostgreSQL 15 binaries are required (scripts/bootstrap.sh installs them)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ROSTER_TEST_DB"))}
+    with postgres.postgres_cluster() as url:
+        env.update(DATABASE_URL=url, ROSTER_EXPECT_DB_VENDOR="postgresql")
+        args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *PG_SUITE]
+        proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=SUITE_TIMEOUT_SECONDS)
+    tail = (proc.stdout + proc.stderr)[-4000:]
+    assert proc.returncode == 0, tail
+    assert " passed" in proc.stdout and " failed" not in proc.stdout, tail
