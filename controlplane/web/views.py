@@ -16,7 +16,7 @@ from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run
 from controlplane.ledger.models import Unit
 from controlplane.ledger.selectors import cap_statuses
-from controlplane.web import selectors
+from controlplane.web import charts, selectors
 from controlplane.web.security import hardened
 
 UNIT_LABELS = dict(Unit.choices)
@@ -48,6 +48,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         "live_runs": selectors.live_runs(),
         "pending_count": selectors.pending_approval_count(),
         "caps": _cap_statuses(),
+        "spend_chart": charts.spend_chart(),
+        "decisions_chart": charts.decisions_chart(),
     })
 
 
@@ -63,6 +65,7 @@ def run_timeline(request: HttpRequest, run_id: int) -> HttpResponse:
         "entries": selectors.run_timeline(run),
         "approvals": approval_cards_for_run(run),
         "totals": selectors.run_totals(run),
+        "decisions_chart": charts.decisions_chart(run=run),
         "traces": selectors.run_traces(run),
         "output": run.output[: settings.ROSTER_WEB_OUTPUT_PREVIEW_CHARS],
         "output_cut": len(run.output) > settings.ROSTER_WEB_OUTPUT_PREVIEW_CHARS or run.output_truncated,

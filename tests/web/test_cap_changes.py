@@ -42,3 +42,18 @@ def test_unit_next_to_the_limit_in_admin_and_overview(admin_user, worker):
     assert "5,000,000 micro-currency per month" in listing
     overview = client.get("/").content.decode()
     assert '0 / 5000000 <span class="unit">micro-currency</span>' in overview
+
+
+def test_overview_and_run_show_charts_with_the_cap_line(admin_user, worker, run):
+    from controlplane.ledger.models import SpendLine
+
+    caps.cap_save(Cap(worker=None, unit="requests", window="day", limit=40), admin_user)
+    SpendLine.objects.create(worker=worker, run=run, kind="settle", unit="requests", amount=12)
+    client = Client()
+    assert client.login(username=admin_user.username, password=PASSWORD)
+    html = client.get("/").content.decode()
+    assert '<svg class="chart"' in html and 'class="cap-line"' in html and "cap 40" in html
+    assert 'data-name="researcher"' in html and 'data-name="allow"' in html
+    assert "<script" not in html.split('id="spend-chart"')[1].split("</figure>")[0]
+    timeline = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="run-decisions-chart"' in timeline and '<svg class="chart"' in timeline
