@@ -126,7 +126,9 @@ def test_box_is_locked_and_the_gateway_is_the_only_exit(stack, docker_client, ot
     assert probe["allowed"]["status"] == 200 and "upstream says hello" in probe["allowed"]["body"]
     assert [r["headers"].get("authorization") for r in upstream.requests] == [f"Bearer {REAL_VALUE}"]
     assert all(r["path"].startswith("/allowed/") for r in upstream.requests)
-    assert probe["denied"]["status"] == 403 and "no_grant" in probe["denied"]["body"]
+    # The denied request carries the secret's sentinel to a host no grant injects it for: a tripwire
+    # (docs/grants.md), still a legible 403.
+    assert probe["denied"]["status"] == 403 and '"reason": "tripwire"' in probe["denied"]["body"]
     assert probe["bad_token"]["status"] == 407
     assert probe["https"]["status"] == 200, probe["https"]  # the box trusts the gateway CA
     assert probe["curl_https"] == "200" and probe["node_ca_readable"] is True

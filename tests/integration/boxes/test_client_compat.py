@@ -1,7 +1,8 @@
 """Real clients in a real box, configured by nothing but the box environment the dispatcher sets: Python
 requests, httpx and the openai client, curl, git over HTTPS, pip and Node's fetch reach a granted HTTPS
 upstream through the gateway (its CA trusted, a secret injected where the grant says) and get legible
-refusals (403, reason no_grant) from a host nothing grants."""
+refusals (403, reason no_grant; tripwire where the client sends the key's sentinel) from a host nothing
+grants."""
 
 from __future__ import annotations
 
@@ -74,6 +75,7 @@ def test_real_clients_in_a_box(stack):
 
     # The openai client: the real key injected (the box holds the sentinel), a refusal for another host.
     assert got["openai_allowed"] == "200 hello from the model", got
-    assert got["openai_denied"] == "403 no_grant", got
+    # The client sends its key (the sentinel) to the other host too: a tripwire, not just no grant.
+    assert got["openai_denied"] == "403 tripwire", got
     assert [r["authorized"] for r in model.records] == [True]
     assert REAL_KEY not in run.output

@@ -3,6 +3,8 @@ approver's browser with the e-mail as it will be sent; Approve sends it to a rea
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 
@@ -68,14 +70,20 @@ def test_approving_an_email_proposal_in_the_queue_sends_it_once(world, page_for)
         card.get_by_label("Reason (optional)").fill("digest looks right")
         alice.wait_for_timeout(1100)  # decide buttons settle for 1 s after a live swap
         card.get_by_role("button", name="Approve").click()
-        alice.wait_for_selector(f'#settled-{proposal_id}[data-status="approved"]', timeout=20000)
+        # Approved, or already being performed if a Celery worker of this test session took it first.
+        alice.wait_for_selector(", ".join(f'#settled-{proposal_id}[data-status="{status}"]'
+                                          for status in ("approved", "executing", "executed")), timeout=20000)
         proposal = Proposal.objects.get(pk=proposal_id)
-        assert (proposal.status, proposal.channel) == ("approved", "web")
+        assert proposal.status in ("approved", "executing", "executed") and proposal.channel == "web"
         assert proposal.reason == "digest looks right"
         assert proposal.decided_by.username == "alice"
-        assert mailbox.messages == []
-        # The trusted side's Celery worker picks it up; here the test runs that worker step itself.
-        assert execute_once(proposal_id) == "executed"
+        # The trusted side's executor performs it exactly once, whoever runs the step: this test runs it
+        # itself; a second attempt (or a worker's) finds it taken.
+        assert execute_once(proposal_id) in ("executed", "skipped")
+        deadline = time.monotonic() + 20
+        while Proposal.objects.get(pk=proposal_id).status != "executed" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert Proposal.objects.get(pk=proposal_id).status == "executed"
         assert execute_once(proposal_id) == "skipped"
         assert len(mailbox.messages) == 1 and b"Subject: Weekly digest" in mailbox.messages[0][2]
         alice.reload()
