@@ -72,7 +72,9 @@ async def _instant_cp_main() -> None:
         try:
             while True:
                 head = await _read_request(reader)
-                body = _ALLOW if b"/decide" in head.split(b"\r\n", 1)[0] else b'{"ok":true}'
+                line = head.split(b"\r\n", 1)[0]
+                body = (_ALLOW if b"/decide" in line
+                        else b'{"sentinels":[]}' if b"/sentinels" in line else b'{"ok":true}')
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                              + str(len(body)).encode() + b"\r\n\r\n" + body)
         except (asyncio.IncompleteReadError, ConnectionError):
