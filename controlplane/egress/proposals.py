@@ -5,24 +5,19 @@ these with the run's proxy token; the box's bytes arrive as base64, parsed stric
 from __future__ import annotations
 
 import base64
-import binascii
 import uuid
 from typing import Annotated
 
 from django.conf import settings
-from ninja import Router, Schema, Status
-from pydantic import ConfigDict, Field, StrictStr, field_validator
+from ninja import Router, Status
+from pydantic import Field, StrictStr, field_validator
 
 from controlplane.egress.db_thread import in_pool
 from controlplane.egress.routes import GatewayAuth
-from controlplane.egress.schemas import MAX_TOKEN
+from controlplane.egress.schemas import MAX_TOKEN, Strict, strict_base64
 from controlplane.proposals.submit import proposal_status_for_box, proposal_submit
 
 router = Router(tags=["proposals"], auth=GatewayAuth())
-
-
-class Strict(Schema):
-    model_config = ConfigDict(extra="forbid")
 
 
 class ProposeIn(Strict):
@@ -30,14 +25,7 @@ class ProposeIn(Strict):
     # One byte over the limit still fits, so that an oversized proposal is a legible 413, audited.
     body_b64: Annotated[StrictStr, Field(max_length=(settings.ROSTER_PROPOSAL_MAX_BYTES + 3) // 3 * 4 + 4)]
 
-    @field_validator("body_b64")
-    @classmethod
-    def _strict_base64(cls, value: str) -> str:
-        try:
-            base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            raise ValueError("body_b64 is not valid base64") from None
-        return value
+    _strict_base64 = field_validator("body_b64")(strict_base64)
 
 
 class StatusIn(Strict):

@@ -22,6 +22,16 @@ Str = Annotated[StrictStr, Field(max_length=MAX_MESSAGE)]
 NonNegative = Annotated[StrictInt, Field(ge=0, le=2**53)]
 
 
+def strict_base64(cls, value: str) -> str:
+    """A `body_b64` field: standard base64 only (no whitespace, no other alphabet), so the bytes the
+    gateway sent are the bytes decoded."""
+    try:
+        base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("body_b64 is not valid base64") from None
+    return value
+
+
 class Strict(Schema):
     model_config = ConfigDict(extra="forbid")
 
@@ -164,14 +174,7 @@ class TraceIn(Strict):
     decision_id: Annotated[StrictStr, Field(min_length=1, max_length=64)]
     body_b64: Annotated[StrictStr, Field(max_length=(settings.ROSTER_TRACE_MAX_BYTES + 2) // 3 * 4)]
 
-    @field_validator("body_b64")
-    @classmethod
-    def _strict_base64(cls, value: str) -> str:
-        try:
-            base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            raise ValueError("body_b64 is not valid base64") from None
-        return value
+    _strict_base64 = field_validator("body_b64")(strict_base64)
 
 
 class OkOut(Strict):

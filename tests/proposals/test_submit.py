@@ -223,3 +223,17 @@ def test_unknown_field_in_gateway_envelope_is_422(gw, token, dests):
         headers=gw.auth,
     )
     assert response.status_code == 422
+
+
+@pytest.mark.parametrize("body_b64", ["not base64!", "eyJr aW5kIjp9", "eyJraW5kIjp9_-"],
+                         ids=["punctuation", "whitespace", "urlsafe-alphabet"])
+def test_body_that_is_not_strict_base64_is_422_and_records_nothing(gw, token, dests, body_b64):
+    response = gw.client.post(
+        "/api/gateway/proposals",
+        data=json.dumps({"token": token, "body_b64": body_b64}),
+        content_type="application/json",
+        headers=gw.auth,
+    )
+    assert response.status_code == 422
+    assert "body_b64 is not valid base64" in response.content.decode()
+    assert not Proposal.objects.exists()
