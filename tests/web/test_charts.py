@@ -53,7 +53,8 @@ def test_empty_pages_say_no_data_yet(admin_user, worker, run):
     assert "no data yet" in _figure(timeline, "run-decisions-chart")
     assert "Nothing spent by this run yet" in _figure(timeline, "run-spend-chart")
     page = client.get(f"/workers/{worker.pk}/").content.decode()
-    assert "This worker has no caps of its own." in page and "no data yet" in _figure(page, "worker-spend-chart")
+    assert "This worker has no caps of its own." in page
+    assert "no data yet" in _figure(page, "worker-spend-chart")
 
 
 def test_org_caps_on_the_overview_and_a_workers_caps_on_its_page(admin_user, worker, run):
@@ -80,7 +81,8 @@ def test_a_reached_cap_says_so(admin_user, worker, run):
     cap = Cap.objects.create(worker=worker, unit="requests", window="all", limit=3)
     for _ in range(4):
         SpendLine.objects.create(worker=worker, run=run, kind="reserve", unit="requests", amount=1)
-    figure = _figure(_client(admin_user).get(f"/workers/{worker.pk}/").content.decode(), f"cap-chart-{cap.pk}")
+    page = _client(admin_user).get(f"/workers/{worker.pk}/").content.decode()
+    figure = _figure(page, f"cap-chart-{cap.pk}")
     assert "4 requests of a cap of 3 spent in all (133%); the cap is reached." in figure
 
 
@@ -91,8 +93,8 @@ def test_wait_times_counted_by_outcome(admin_user, run):
     _held(run, 400, status="refused", decided_at=now - dt.timedelta(seconds=340))
     _held(run, 30)  # still held
     figure = _figure(_client(admin_user).get("/").content.decode(), "wait-chart")
-    assert "4 held requests: 2 approved (median 20 s, longest 30 s); 1 refused (median 60 s, longest 60 s); " \
-           "1 still waiting (longest so far 30 s)." in figure
+    assert ("4 held requests: 2 approved (median 20 s, longest 30 s); 1 refused (median 60 s, longest 60 s); "
+            "1 still waiting (longest so far 30 s).") in figure
     assert figure.count('<circle class="dot"') == 4 and figure.count('data-group="approved"') == 2
 
 
