@@ -111,7 +111,7 @@ def test_run_timeline_draws_spend_by_unit_and_decisions(admin_user, worker, run)
     micro = _figure(timeline, "run-spend-micro")
     assert "500 micro-currency spent net; 2,000 micro-currency reserved." in micro
     assert 'data-name="reserved"' in micro and 'data-name="net after settle"' in micro
-    assert "1 requests spent net" in _figure(timeline, "run-spend-requests")
+    assert "1 request spent net" in _figure(timeline, "run-spend-requests")
     decisions = _figure(timeline, "run-decisions-chart")
     assert "1 allow, 2 deny, 0 ask (deny reasons: no_grant 2)." in decisions
 
@@ -145,3 +145,26 @@ def test_worker_page_needs_the_view_permission(nobody, admin_user, worker):
 def test_chart_pages_keep_the_strict_csp(admin_user, worker, run, path):
     response = _client(admin_user).get(path.format(worker=worker.pk, run=run.pk))
     assert response.status_code == 200 and "script-src 'self'" in response["Content-Security-Policy"]
+
+
+@pytest.mark.parametrize(("top", "integer", "ticks"), [
+    (1.08, True, [0, 1]), (10.8, True, [0, 5, 10]), (5400, True, [0, 2000, 4000]),
+    (1.5, False, [0, 0.5, 1.0, 1.5]), (324, False, [0, 100, 200, 300]),
+])
+def test_axis_ticks_are_round_numbers(top, integer, ticks):
+    from controlplane.web.charts.svg import _ticks
+
+    assert _ticks(top, integer) == pytest.approx(ticks)
+
+
+def test_the_svg_escapes_title_desc_legend_and_tooltips():
+    from controlplane.web.charts.svg import Axis, Dot, Limit, Line, time_chart
+
+    start = timezone.now()
+    end = start + dt.timedelta(hours=1)
+    bad = '"><script>x()</script>'
+    svg = time_chart("c1", bad, bad, Axis(start, end), [Line(bad, [(start, 1), (end, 2)], "#000")],
+                     dots=[Dot(start, 3, "#000", bad, bad)], limit=Limit(4, bad))
+    assert "<script>" not in svg and '"><script' not in svg
+    # title, desc, limit; the line: its name and legend; the dot: its group, tooltip and legend
+    assert svg.count("&lt;script&gt;") == 8

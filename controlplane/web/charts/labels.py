@@ -18,7 +18,10 @@ def unit_words(unit: str) -> str:
 
 
 def amount(value: float, unit: str) -> str:
-    return f"{int(value):,} {unit_words(unit)}"
+    words = unit_words(unit)
+    if int(value) == 1 and words.endswith("s"):
+        words = words[:-1]  # "1 request", "1 model token"; "micro-currency" stays
+    return f"{int(value):,} {words}"
 
 
 def scope_words(scope: str) -> str:

@@ -84,8 +84,9 @@ def _cap_chart(history: CapHistory) -> Chart:
     line = Line("spent", history.points, COLOURS[0], step=True)
     limit = Limit(history.limit, f"cap {amount(history.limit, history.unit)}")
     desc = f"Running total of {unit} over the cap's window, with the cap drawn as a dashed line. {summary}"
-    return Chart(chart_id, title, time_chart(chart_id, title, desc, Axis(history.start, history.end), [line],
-                                             limit=limit), summary)
+    picture = time_chart(chart_id, title, desc, Axis(history.start, history.end), [line], limit=limit,
+                         legend=False)
+    return Chart(chart_id, title, picture, summary)
 
 
 def cap_charts(worker=None) -> list[Chart]:
@@ -116,6 +117,6 @@ def wait_chart(days: int = 14) -> Chart:
                 f"held at {w.created_at:%Y-%m-%d %H:%M} UTC")
             for w in waits]
     first = min(w.created_at for w in waits)
-    axis = Axis(first - (now - first) * 0.02 - dt.timedelta(seconds=1), now, fmt=duration)
+    axis = Axis(first - (now - first) * 0.02 - dt.timedelta(seconds=1), now, fmt=duration, integer=False)
     desc = f"One dot per held request: x when it was held, y how long it waited. {summary}"
     return Chart("wait-chart", title, time_chart("wait-chart", title, desc, axis, dots=dots), summary)

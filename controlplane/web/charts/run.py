@@ -24,8 +24,9 @@ def run_spend_charts(run) -> list[Chart]:
         title = f"run {run.pk}: {unit_words(spend.unit)} over the run"
         summary = (f"{amount(spend.net[-1][1], spend.unit)} spent net; "
                    f"{amount(spend.reserved[-1][1], spend.unit)} reserved.")
-        lines = [Line("reserved", spend.reserved, RESERVED, step=True, dashed=True),
-                 Line("net after settle", spend.net, NET, step=True)]
+        # The dashed reserve is drawn over the net line: where the two agree both stay visible.
+        lines = [Line("net after settle", spend.net, NET, step=True),
+                 Line("reserved", spend.reserved, RESERVED, step=True, dashed=True)]
         desc = ("Running totals from the run's start: the dashed line is what its requests reserved, the "
                 f"solid line the net after settles and releases. {summary}")
         picture = time_chart(chart_id, title, desc, Axis(start, end), lines)

@@ -6,6 +6,7 @@ fixed words only."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -56,8 +57,9 @@ class Limit:
 class Axis:
     start: dt.datetime
     end: dt.datetime
-    fmt: Callable[[float], str] = lambda v: f"{int(v):,}"
+    fmt: Callable[[float], str] = lambda v: f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
     y_floor: float = 1.0  # the smallest top of the y axis, so an all-zero series still has a scale
+    integer: bool = True  # counts and amounts: no tick between whole numbers
 
 
 @dataclass
@@ -97,10 +99,18 @@ def _axes(frame: _Frame) -> None:
     base = HEIGHT - BOTTOM
     frame.parts.append(f'<line x1="{LEFT}" y1="{base}" x2="{WIDTH - RIGHT}" y2="{base}" stroke="{MUTED}"/>'
                        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{base}" stroke="{MUTED}"/>')
-    for value in (0, frame.top / 2, frame.top):
+    for value in _ticks(frame.top, axis.integer):
         frame.parts.append(_text(LEFT - 6, frame.y(value) + 4, axis.fmt(value), anchor="end", css="y-tick"))
     frame.parts.append(_text(LEFT, HEIGHT - 10, _time_label(axis.start, span)))
     frame.parts.append(_text(WIDTH - RIGHT, HEIGHT - 10, _time_label(axis.end, span), anchor="end"))
+
+
+def _ticks(top: float, integer: bool) -> list[float]:
+    """0 and round steps (1, 2 or 5 times a power of ten) up to the top: two to four of them."""
+    raw = max(top / 2, 1.0) if integer else top / 2
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = max(m * magnitude for m in (1, 2, 5) if m * magnitude <= raw)
+    return [step * i for i in range(int(top / step) + 1)]
 
 
 def _polyline(frame: _Frame, line: Line) -> str:
@@ -128,14 +138,16 @@ def _legend(entries: list[tuple[str, str]]) -> list[str]:
 
 
 def time_chart(chart_id: str, title: str, desc: str, axis: Axis, lines: list[Line] = (),
-               dots: list[Dot] = (), limit: Limit | None = None) -> SafeString:
+               dots: list[Dot] = (), limit: Limit | None = None, legend: bool = True) -> SafeString:
     """A picture over [axis.start, axis.end]; the y axis starts at 0 and reaches the highest value or
-    the limit, whichever is higher, so the limit line is always inside the picture."""
+    the limit, whichever is higher, so the limit line is always inside the picture. Without a legend
+    (one line the title already names) the picture is narrower."""
     values = [v for line in lines for _, v in line.points] + [d.value for d in dots]
     top = max([axis.y_floor, limit.value if limit else 0, *values]) * 1.08
     frame = _Frame(axis, top)
-    frame.parts.append(f'<svg class="chart" role="img" viewBox="0 0 {WIDTH + LEGEND} {HEIGHT}" '
-                       f'width="{WIDTH + LEGEND}" height="{HEIGHT}" '
+    width = WIDTH + (LEGEND if legend else 0)
+    frame.parts.append(f'<svg class="chart" role="img" viewBox="0 0 {width} {HEIGHT}" '
+                       f'width="{width}" height="{HEIGHT}" '
                        f'aria-labelledby="{chart_id}-title {chart_id}-desc">'
                        f'<title id="{chart_id}-title">{escape(title)}</title>'
                        f'<desc id="{chart_id}-desc">{escape(desc)}</desc>')
@@ -150,9 +162,10 @@ def time_chart(chart_id: str, title: str, desc: str, axis: Axis, lines: list[Lin
         frame.parts.append(f'<circle class="dot" data-group="{escape(dot.group)}" cx="{frame.x(dot.at):.1f}" '
                            f'cy="{frame.y(dot.value):.1f}" r="4" fill="{dot.colour}" fill-opacity="0.75">'
                            f'<title>{escape(dot.label)}</title></circle>')
-    legend = [(line.name, line.colour) for line in lines]
-    legend += list(dict.fromkeys((dot.group, dot.colour) for dot in dots))
-    frame.parts.extend(_legend(legend))
+    if legend:
+        entries = [(line.name, line.colour) for line in lines]
+        entries += list(dict.fromkeys((dot.group, dot.colour) for dot in dots))
+        frame.parts.extend(_legend(entries))
     frame.parts.append("</svg>")
     return mark_safe("".join(frame.parts))  # noqa: S308 - every interpolated text is escaped above
 
@@ -164,6 +177,8 @@ def no_data(message: str) -> SafeString:
 
 def duration(seconds: float) -> str:
     seconds = max(0.0, seconds)
+    if seconds == 0:
+        return "0 s"
     if seconds < 10:
         return f"{seconds:.1f} s"
     if seconds < 120:
