@@ -168,3 +168,14 @@ def test_the_svg_escapes_title_desc_legend_and_tooltips():
     assert "<script>" not in svg and '"><script' not in svg
     # title, desc, limit; the line: its name and legend; the dot: its group, tooltip and legend
     assert svg.count("&lt;script&gt;") == 8
+
+
+def test_a_busy_fortnight_draws_the_latest_waits_and_counts_them_all(admin_user, run, monkeypatch):
+    from controlplane.web.charts import overview
+
+    monkeypatch.setattr(overview, "MAX_DOTS", 3)
+    for seconds_ago in (50, 40, 30, 20, 10):
+        _held(run, seconds_ago, status="refused", decided_at=timezone.now())
+    figure = _figure(_client(admin_user).get("/").content.decode(), "wait-chart")
+    assert "5 held requests: 5 refused" in figure and "The latest 3 are drawn." in figure
+    assert figure.count('<circle class="dot"') == 3

@@ -22,6 +22,8 @@ from controlplane.web.charts.labels import (
 )
 from controlplane.web.charts.svg import Axis, Chart, Dot, Limit, Line, duration, no_data, time_chart
 
+MAX_DOTS = 500  # beyond this a dot plot is ink, not information; the summary still counts every wait
+
 
 def _midnights(days: list[dt.date]) -> list[dt.datetime]:
     return [dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC) for day in days]
@@ -112,6 +114,9 @@ def wait_chart(days: int = 14) -> Chart:
             parts.append(f"{s.count} {s.outcome} (median {duration(s.median_seconds)}, "
                          f"longest {duration(s.longest_seconds)})")
     summary = f"{len(waits)} held request{'s' if len(waits) != 1 else ''}: " + "; ".join(parts) + "."
+    if len(waits) > MAX_DOTS:
+        summary += f" The latest {MAX_DOTS} are drawn."
+        waits = waits[-MAX_DOTS:]
     dots = [Dot(w.created_at, w.seconds, OUTCOME_COLOURS[w.outcome], w.outcome,
                 f"{w.worker}: {w.outcome} after {duration(w.seconds)}, "
                 f"held at {w.created_at:%Y-%m-%d %H:%M} UTC")
