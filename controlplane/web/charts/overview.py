@@ -35,7 +35,8 @@ def spend_chart(unit: str = "requests", days: int = 14, worker=None, chart_id: s
     at = _midnights(span)
     series = data.spend_per_day(span, unit, worker)
     cap = Cap.objects.filter(unit=unit, window="day", worker=worker).first()
-    title = f"{unit_words(unit)} spent per day, last {days} days" + (f", {worker.name}" if worker else "")
+    title = f"{unit_words(unit).capitalize()} spent per day, last {days} days" + (
+        f", worker {worker.name}" if worker else "")
     limit = Limit(cap.limit, f"cap {amount(cap.limit, unit)} per day") if cap else None
     total = sum(sum(values) for values in series.values())
     if not series:
@@ -56,7 +57,7 @@ def decisions_chart(days: int = 14) -> Chart:
     span = data.days_ending(timezone.now().date(), days)
     at = _midnights(span)
     series = data.decisions_per_day(span)
-    title = f"decisions per day by verdict, last {days} days"
+    title = f"Decisions per day by verdict, last {days} days"
     counts = {verdict: sum(values) for verdict, values in series.items()}
     reasons = data.deny_reasons(since=span[0])
     summary = (", ".join(f"{n:,} {verdict}" for verdict, n in counts.items())
@@ -75,7 +76,8 @@ def decisions_chart(days: int = 14) -> Chart:
 def _cap_chart(history: CapHistory) -> Chart:
     chart_id = f"cap-chart-{history.cap_id}"
     unit, period = unit_words(history.unit), PERIODS.get(history.window, history.window)
-    title = f"{scope_words(history.scope)} cap: {unit} spent {period}"
+    title = ("Org-wide cap" if history.scope == "org" else f"Cap of {scope_words(history.scope)}") + (
+        f": {unit} spent {period}")
     pct = 100 if history.limit <= 0 else history.spent * 100 // history.limit
     summary = (f"{amount(history.spent, history.unit)} of a cap of {history.limit:,} spent {period} ({pct}%)"
                + ("; the cap is reached." if history.spent >= history.limit else "."))
@@ -102,7 +104,7 @@ def wait_chart(days: int = 14) -> Chart:
     now = timezone.now()
     start = now - dt.timedelta(days=days)
     waits = held_request_waits(start, now)
-    title = f"held-request wait times, last {days} days"
+    title = f"Held-request wait times, last {days} days"
     if not waits:
         empty = no_data(f"No request was held for a person in the last {days} days: no data yet.")
         return Chart("wait-chart", title, empty, "No held requests yet.", empty=True)

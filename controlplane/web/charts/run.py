@@ -15,13 +15,13 @@ def run_spend_charts(run) -> list[Chart]:
     """One picture per unit the run spent; one "no data yet" picture when it spent nothing."""
     start, end, units = run_spend(run, timezone.now())
     if not units:
-        return [Chart("run-spend-chart", f"run {run.pk} spend", no_data("Nothing spent by this run yet: "
+        return [Chart("run-spend-chart", f"Run {run.pk}: spend", no_data("Nothing spent by this run yet: "
                                                                        "no data yet."),
                       "Nothing spent yet.", empty=True)]
     charts = []
     for spend in units:
         chart_id = f"run-spend-{spend.unit}"
-        title = f"run {run.pk}: {unit_words(spend.unit)} over the run"
+        title = f"Run {run.pk}: {unit_words(spend.unit)} over the run"
         summary = (f"{amount(spend.net[-1][1], spend.unit)} spent net; "
                    f"{amount(spend.reserved[-1][1], spend.unit)} reserved.")
         # The dashed reserve is drawn over the net line: where the two agree both stay visible.
@@ -39,7 +39,7 @@ def run_decisions_chart(run) -> Chart:
     end = run.ended_at or timezone.now()
     series = data.run_decisions(run, start, end)
     end = max([end] + [points[-1][0] for points in series.values()])
-    title = f"run {run.pk}: decisions over the run by verdict"
+    title = f"Run {run.pk}: decisions over the run by verdict"
     counts = {verdict: points[-1][1] for verdict, points in series.items()}
     reasons = data.deny_reasons(run=run)
     summary = (", ".join(f"{n:,} {verdict}" for verdict, n in counts.items())
