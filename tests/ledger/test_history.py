@@ -124,3 +124,13 @@ def test_a_settle_after_the_run_ended_stretches_its_picture(worker):
     _line(worker, late, 4, kind="settle", run=run)
     _start, end, units = run_spend(run)
     assert end == late and units[0].net[-1][1] == 4 and units[0].net[-1][0] <= late
+
+
+def test_a_release_after_midnight_of_a_reserve_before_it_can_take_the_day_below_zero(worker):
+    # A model call reserved at 23:59 and settled after midnight: the day's sum is what the gate reads.
+    cap = Cap.objects.create(worker=worker, unit="tokens", window="day", limit=100)
+    _line(worker, dt.datetime(2026, 3, 14, 23, 59, tzinfo=UTC), 4_000, unit="tokens", kind="reserve")
+    _line(worker, dt.datetime(2026, 3, 15, 0, 1, tzinfo=UTC), -4_000, unit="tokens", kind="release")
+    _line(worker, dt.datetime(2026, 3, 15, 0, 1, tzinfo=UTC), 900, unit="tokens", kind="settle")
+    history = cap_history(cap, NOW)
+    assert history.spent == -3_100 == spent_for([cap], NOW)[cap.pk]

@@ -179,3 +179,13 @@ def test_a_busy_fortnight_draws_the_latest_waits_and_counts_them_all(admin_user,
     figure = _figure(_client(admin_user).get("/").content.decode(), "wait-chart")
     assert "5 held requests: 5 refused" in figure and "The latest 3 are drawn." in figure
     assert figure.count('<circle class="dot"') == 3
+
+
+def test_a_day_below_zero_still_draws_inside_the_frame(admin_user, worker, run):
+    cap = Cap.objects.create(worker=worker, unit="tokens", window="day", limit=100)
+    SpendLine.objects.create(worker=worker, run=run, kind="release", unit="tokens", amount=-3_100)
+    page = _client(admin_user).get(f"/workers/{worker.pk}/").content.decode()
+    figure = _figure(page, f"cap-chart-{cap.pk}")
+    assert "-3,100 model tokens of a cap of 100 spent today (UTC) (0%)." in figure
+    ys = [float(y) for y in re.findall(r'points="[^"]*"', figure)[0][8:-1].replace(",", " ").split()[1::2]]
+    assert all(22 <= y <= 160 for y in ys)  # clamped to the axis, never drawn outside the picture

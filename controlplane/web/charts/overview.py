@@ -78,7 +78,7 @@ def _cap_chart(history: CapHistory) -> Chart:
     unit, period = unit_words(history.unit), PERIODS.get(history.window, history.window)
     title = ("Org-wide cap" if history.scope == "org" else f"Cap of {scope_words(history.scope)}") + (
         f": {unit} spent {period}")
-    pct = 100 if history.limit <= 0 else history.spent * 100 // history.limit
+    pct = 100 if history.limit <= 0 else max(0, history.spent * 100 // history.limit)
     summary = (f"{amount(history.spent, history.unit)} of a cap of {history.limit:,} spent {period} ({pct}%)"
                + ("; the cap is reached." if history.spent >= history.limit else "."))
     if not history.has_spend:
