@@ -113,7 +113,7 @@ def _ticks(top: float, integer: bool) -> list[float]:
     return [step * i for i in range(int(top / step) + 1)]
 
 
-def _polyline(frame: _Frame, line: Line) -> str:
+def _polyline(frame: _Frame, line: Line, width: float) -> str:
     coords: list[tuple[float, float]] = []
     for at, value in line.points:
         x, y = frame.x(at), frame.y(value)
@@ -125,7 +125,7 @@ def _polyline(frame: _Frame, line: Line) -> str:
     points = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
     dash = ' stroke-dasharray="3 3"' if line.dashed else ""
     return (f'<polyline class="series" data-name="{escape(line.name)}" fill="none" stroke="{line.colour}" '
-            f'stroke-width="2"{dash} points="{points}"/>')
+            f'stroke-width="{width:g}"{dash} points="{points}"/>')
 
 
 def _legend(entries: list[tuple[str, str]]) -> list[str]:
@@ -157,7 +157,9 @@ def time_chart(chart_id: str, title: str, desc: str, axis: Axis, lines: list[Lin
         frame.parts.append(f'<line class="cap-line" x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" '
                            f'y2="{y:.1f}" stroke="{LIMIT_COLOUR}" stroke-dasharray="6 4"/>')
         frame.parts.append(_text(WIDTH - RIGHT, y - 4, limit.label, LIMIT_COLOUR, "end", css="cap-label"))
-    frame.parts.extend(_polyline(frame, line) for line in lines)
+    # Earlier lines are drawn wider, so where lines coincide (allow and ask both at 1) each stays visible
+    # as an edge around the next.
+    frame.parts.extend(_polyline(frame, line, 2 + 1.5 * (len(lines) - 1 - i)) for i, line in enumerate(lines))
     for dot in dots:
         frame.parts.append(f'<circle class="dot" data-group="{escape(dot.group)}" cx="{frame.x(dot.at):.1f}" '
                            f'cy="{frame.y(dot.value):.1f}" r="4" fill="{dot.colour}" fill-opacity="0.75">'
