@@ -25,9 +25,9 @@ from controlplane.approvals.services import approval_abandon, approval_mark_expi
 from controlplane.core.service_token import gateway_token_sha256
 from controlplane.egress import outcomes
 from controlplane.egress.conclude import approval_conclude
-from controlplane.egress.db_thread import in_pool
+from controlplane.egress.db_thread import in_group, in_pool
 from controlplane.egress.decide import decide as decide_request
-from controlplane.egress.decide import policy_error_answer
+from controlplane.egress.decide import decide_grouped, policy_error_answer
 from controlplane.egress.request import EgressRequest, new_decision_id
 from controlplane.egress.schemas import (
     DecideIn,
@@ -66,7 +66,7 @@ router = Router(tags=["gateway"], auth=GatewayAuth())
 
 @router.post("/decide", response={200: DecideOut}, summary="Decide one egress request")
 async def decide(request, body: DecideIn):
-    return answer_body(await in_pool(request, decide_request, EgressRequest(
+    return answer_body(await in_group(request, decide_request, decide_grouped, EgressRequest(
         token=body.token, method=body.method, scheme=body.scheme, host=body.host, port=body.port,
         path=body.path,
         headers=tuple(body.headers), body_size=body.body_size, body_sha256=body.body_sha256,
@@ -151,7 +151,7 @@ async def outcomes_batch(request, body: OutcomesIn):
     items = [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error, o.scrubbed,
               o.usage.usage() if o.usage else None)
              for o in body.outcomes]
-    return {"results": await in_pool(request, outcomes.outcomes_report, items)}
+    return {"results": await in_group(request, outcomes.outcomes_report, outcomes.outcomes_grouped, items)}
 
 
 @router.post("/trace", response={200: OkOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut},
