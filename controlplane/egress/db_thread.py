@@ -146,9 +146,14 @@ async def in_group(request, alone: Callable, grouped: Callable | None, *args):
     """Run `alone(*args)`, or under ASGI `grouped(*args)` inside a group's transaction when other jobs
     wait with it (see the module docstring); both must give the same answer for the same state."""
     if isinstance(request, ASGIRequest):
-        return await _committer.run(alone, grouped, *args)
+        return await in_group_asgi(alone, grouped, *args)
 
     def call():
         _ensure_healthy_connection()
         return alone(*args)
     return await sync_to_async(call, thread_sensitive=True)()
+
+
+async def in_group_asgi(alone: Callable, grouped: Callable | None, *args):
+    """in_group for a caller already on the ASGI server's event loop (controlplane.egress.fast_routes)."""
+    return await _committer.run(alone, grouped, *args)
