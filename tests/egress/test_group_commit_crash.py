@@ -40,9 +40,9 @@ for _ in range(8):
 secret = secret_set("crash-key", "crash-real-value-0123456789", kind="openai")
 Grant.objects.create(slug="crash", host="api.example.com", schemes=["https"], secret=secret,
                      inject_header="authorization", inject_format="Bearer {secret}")
-Cap.objects.create(worker=worker, unit="requests", window="day", limit=%d)
+Cap.objects.create(worker=worker, unit="requests", window="day", limit=CAP_LIMIT)
 print(json.dumps(tokens))
-""" % CAP
+""".replace("CAP_LIMIT", str(CAP))
 
 CHECK = """
 import django, json, sys; django.setup()
@@ -53,7 +53,8 @@ from controlplane.ledger.models import SpendLine
 answered = json.loads(sys.stdin.read())
 decided = {json.loads(body)["data"].get("decision_id"): json.loads(body)["verdict"]
            for body in AuditRecord.objects.filter(kind="decision").values_list("body", flat=True)}
-reserved = set(SpendLine.objects.filter(kind="reserve", unit="requests").values_list("decision_id", flat=True))
+reserves = SpendLine.objects.filter(kind="reserve", unit="requests")
+reserved = set(reserves.values_list("decision_id", flat=True))
 run_decisions = set(RunDecision.objects.values_list("decision_id", flat=True))
 allowed = {d for d, verdict in decided.items() if verdict == "allow"}
 print(json.dumps({
