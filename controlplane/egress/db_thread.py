@@ -109,9 +109,9 @@ class GroupCommitter:
         job.loop.call_soon_threadsafe(_deliver, job.future, result)
 
     def _run_group(self, group: list[_Job]) -> None:
-        if len(group) <= 1:
-            for job in group:
-                self._run_alone(job)
+        # A group of one too: its single transaction reads the run once, inside the write lock, and may
+        # use the policy cache, which the job's alone form, judging before its transaction, cannot.
+        if not group:
             return
         committed = []
         try:
