@@ -29,7 +29,9 @@ def test_held_request_mails_approvers_only(people, run, settings, django_capture
             approval = open_approval(run, url="https://api.example.com/v1/secret-path?q=private",
                                      body="BODYTEXT")
         assert mail.send_now(approval.pk)
-        assert len(callbacks) == 2  # the live queue's broadcast and the mail
+        # the live queue's broadcast and the mail (the audit chain's own transaction memo aside)
+        opened = [c for c in callbacks if "TransactionMemo" not in c.__qualname__]
+        assert len(opened) == 2
         deadline = time.monotonic() + 5
         while not box.messages and time.monotonic() < deadline:
             time.sleep(0.05)
