@@ -142,7 +142,10 @@ def scan_range(lo: int | None, hi: int | None, start: tuple[int, str] | None,
                     checker = chain.ChainChecker(start_seq=expected, start_prev=prev)
                     problem = row_problem(checker, _orm_row(rec_id), anchor)
                     if problem is not None:
-                        return Span(*first, checked, expected, prev, problem, broken_seq=seq)
+                        # Some rules judge a record after the chain checker has moved past it; the
+                        # count and head say what the checker says.
+                        return Span(*first, checked + checker.checked, checker.expected_seq, checker.prev,
+                                    problem, broken_seq=seq)
                     digest = checker.prev
                 prev = digest
                 expected += 1
