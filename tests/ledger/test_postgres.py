@@ -16,7 +16,7 @@ PG_SUITE = [
     "tests/ledger/test_model_concurrency.py", "tests/ledger/test_model_spend.py",
     "tests/ledger/test_reserve.py",
     "tests/ledger/test_selectors.py", "tests/audit/test_chain_concurrency.py", "tests/audit/test_triggers.py",
-    "tests/audit/test_verify.py", "tests/audit/test_append.py",
+    "tests/audit/test_verify.py", "tests/audit/test_verify_parallel.py", "tests/audit/test_append.py",
 ]
 SUITE_TIMEOUT_SECONDS = 600
 
