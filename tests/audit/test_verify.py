@@ -148,3 +148,12 @@ def test_bad_anchor_is_a_clear_error():
 
     with pytest.raises(CommandError, match="SEQ:HASH"):
         call_command("audit", "verify", "--anchor", "abc")
+
+
+def test_workers_option(records, capsys):
+    call_command("audit", "verify", "--workers", "1")
+    assert capsys.readouterr().out.startswith("OK: 6 records")
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="whole number"):
+        call_command("audit", "verify", "--workers", "-2")

@@ -197,3 +197,17 @@ def test_sound_records_never_take_the_slow_path(chain40, monkeypatch):
     assert verify_sequential().ok and slow == []
     _edit_body(9)
     assert verify_sequential().broken_seq == 9 and slow == [AuditRecord.objects.get(seq=9).id]
+
+
+def test_the_command_and_the_default_use_the_workers(chain40, capsys, monkeypatch, settings):
+    from django.core.management import call_command
+
+    used = []
+    real = verify_parallel.verify_in_parallel
+    monkeypatch.setattr(verify_parallel, "verify_in_parallel",
+                        lambda *args: used.append(args[0].workers) or real(*args))
+    call_command("audit", "verify", "--workers", "2")
+    assert capsys.readouterr().out == _reference().message + "\n" and used == [2]
+    settings.ROSTER_AUDIT_VERIFY_WORKERS = 3
+    _edit_body(27)
+    assert verify_database() == _reference() and used == [2, 3]
