@@ -28,7 +28,7 @@ from django.db.models import Max, Min
 
 from controlplane.audit import chain
 from controlplane.audit.models import AuditRecord
-from controlplane.audit.verify import VerifyResult, _finish, result_of
+from controlplane.audit.verify_rules import VerifyResult, finish
 from controlplane.audit.verify_scan import scan_range
 
 # More ranges than workers, so one slow worker (a busy core) does not hold up the end.
@@ -104,11 +104,11 @@ def _combine(ranges, futures, anchor) -> VerifyResult:
                 expected, prev, total = span.end_seq, span.end_prev, total + span.checked
             continue
         span = scan_range(lo, hi, (expected, prev), anchor)
-        failed = result_of(total, span, anchor)
+        failed = span.failure(total)
         if failed is not None:
             return failed
         expected, prev, total = span.end_seq, span.end_prev, total + span.checked
-    return _finish(total, prev, anchor)
+    return finish(total, prev, anchor)
 
 
 def verify_in_parallel(work: Plan, anchor: tuple[int, str] | None = None) -> VerifyResult:

@@ -2,9 +2,9 @@
 
 Speed without a second set of rules: each row first goes through a fast check (raw columns, no ORM
 objects or datetime conversion, one dict comparison). That check only ever says "this row is a sound
-next link" when `verify.row_problem` (the rules and their messages) would say so too; any row it is not
-sure about is fetched again through the ORM and judged by `row_problem` itself. So the first bad seq,
-the message and the count are the ones the plain sequential loop gives."""
+next link" when `verify_rules.row_problem` (the rules and their messages) would say so too; any row
+it is not sure about is fetched again through the ORM and judged by `row_problem` itself. So the first
+bad seq, the message and the count are the ones the plain sequential walk gives."""
 
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ from django.db import connection
 
 from controlplane.audit import chain
 from controlplane.audit.models import AuditRecord
+from controlplane.audit.verify_rules import FIELDS, VerifyResult, row_problem
 
-FIELDS = ("id", "seq", "body", "hash", "prev_hash", "created_at", "kind", "run_id_ref", "worker_name",
-          "verdict", "reason")
 _BODY_KEYS = frozenset(chain.BODY_KEYS)
 _ZERO = dt.timedelta(0)
 # The C scanner behind json.loads: a body it parses to its very end is what json.loads returns for it
@@ -42,6 +41,13 @@ class Span:
     problem: str | None = None
     broken_seq: int | None = None
     stopped: bool = False  # gave up early because another range already failed
+
+    def failure(self, checked_before: int) -> VerifyResult | None:
+        """The verify result if this span, scanned from the true chain state, found a problem."""
+        if self.problem is None:
+            return None
+        return VerifyResult(False, checked_before + self.checked, self.problem, broken_seq=self.broken_seq,
+                            head=self.end_prev)
 
 
 def _sqlite_time_matches(raw, text) -> bool:
@@ -106,8 +112,6 @@ def scan_range(lo: int | None, hi: int | None, start: tuple[int, str] | None,
     """Verify records with lo <= seq < hi (None: unbounded) in seq order. `start` is the (expected seq,
     prev hash) the chain has before this range; None seeds it from the range's first record. `stop` (a
     callable) ends the scan early, between fetches, once an earlier range is known to be broken."""
-    from controlplane.audit.verify import row_problem  # the rules and their messages live there
-
     time_matches = _time_matcher()
     sha256, scan_json = hashlib.sha256, _scan_json
     anchor_seq, anchor_hash = anchor if anchor else (None, None)
