@@ -53,8 +53,8 @@ def usable_cpus() -> int:
 
 def plan(workers: int | None = None) -> Plan | None:
     """The seq ranges to verify in parallel, or None to verify in this process."""
-    if connection.in_atomic_block:
-        return None
+    if connection.in_atomic_block or multiprocessing.current_process().daemon:
+        return None  # workers could not see this transaction's rows / a daemon may not have children
     wanted = settings.ROSTER_AUDIT_VERIFY_WORKERS if workers is None else workers
     count = usable_cpus() if wanted == 0 else wanted
     if count <= 1:

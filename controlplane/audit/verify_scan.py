@@ -119,7 +119,8 @@ def scan_range(lo: int | None, hi: int | None, start: tuple[int, str] | None,
     expected, prev = start if start else (None, None)
     first = start
     checked = 0
-    with connection.cursor() as cursor:
+    # A server-side cursor on PostgreSQL (a plain one would load the whole result), SQLite streams anyway.
+    with connection.chunked_cursor() as cursor:
         rows = _cursor_rows(cursor, lo, hi)
         while batch := rows.fetchmany(fetch):
             if stop is not None and stop():
