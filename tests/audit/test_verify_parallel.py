@@ -211,3 +211,49 @@ def test_the_command_and_the_default_use_the_workers(chain40, capsys, monkeypatc
     settings.ROSTER_AUDIT_VERIFY_WORKERS = 3
     _edit_body(27)
     assert verify_database() == _reference() and used == [2, 3]
+
+
+@pytest.mark.django_db
+def test_verify_memory_stays_constant(settings):
+    # Rows are streamed (a server-side cursor on PostgreSQL): a 10,000-record chain, of which only a
+    # fetch of 100 rows is held at once.
+    import datetime as dt
+    import tracemalloc
+
+    settings.ROSTER_AUDIT_CHUNK_SIZE = 100
+    AuditRecord.objects.bulk_create(
+        [AuditRecord(seq=s, created_at=t, kind=k, body=b, prev_hash=p, hash=h)
+         for s, t, k, b, p, h in chain.generate_chain(10_000, dt.datetime.now(dt.UTC))], batch_size=2000)
+    stored = sum(len(b) for b in AuditRecord.objects.values_list("body", flat=True).iterator())
+    tracemalloc.start()
+    try:
+        result = verify_sequential()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.ok and result.checked == 10_000
+    assert peak < stored / 10, (peak, stored)
+
+
+@pytest.mark.django_db
+def test_postgresql_rows_stay_on_the_server(chain40, monkeypatch):
+    # libpq's memory is not Python's: ask the server whether the scan holds an open cursor while a
+    # doubtful row (in the middle of the chain) is looked at.
+    from django.db import connection
+
+    from controlplane.audit import verify_scan
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite steps through its rows anyway")
+    open_cursors = []
+    real = verify_scan._orm_row
+
+    def spy(rec_id):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_cursors")
+            open_cursors.append(cursor.fetchone()[0])
+        return real(rec_id)
+
+    monkeypatch.setattr(verify_scan, "_orm_row", spy)
+    _edit_body(20)
+    assert verify_sequential().broken_seq == 20 and open_cursors == [1]
