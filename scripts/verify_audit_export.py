@@ -82,10 +82,6 @@ def check_line(line: str, prev_seq: int | None, prev_hash: str | None, partial: 
     return problem, seq, digest
 
 
-def _inspect_batch(lines: list[str]) -> list[Inspection | None]:
-    return [inspect_line(line) if line.strip() else None for line in lines]
-
-
 def _batches(lines, size: int):
     batch = []
     for line in lines:
@@ -97,14 +93,58 @@ def _batches(lines, size: int):
         yield batch
 
 
-def inspections(lines, workers: int = 1, batch_lines: int = BATCH_LINES):
-    """(line number, inspection or None for a blank line), in file order. With several workers the
-    per-line checks (JSON, SHA-256) run in worker processes on batches of lines, a few batches ahead
-    of the reader; the checks that follow links stay with the caller, in order."""
-    if workers <= 1:
-        for number, line in enumerate(lines, start=1):
-            yield number, inspect_line(line) if line.strip() else None
-        return
+class Walk:
+    """Follows the export line by line: the links, the count, the anchor."""
+
+    def __init__(self, partial: bool, anchor: tuple[int, str] | None):
+        self.partial, self.anchor = partial, anchor
+        self.prev_seq: int | None = None
+        self.prev_hash: str | None = None
+        self.count = 0
+        self.anchor_seen = False
+
+    def step(self, number: int, inspection: Inspection | None) -> str | None:
+        """The message if this line (None: a blank one) is broken, else None."""
+        if inspection is None:
+            return None
+        problem, seq, digest, body_prev = inspection
+        if problem is None:
+            problem = link_problem(seq, body_prev, self.prev_seq, self.prev_hash, self.partial)
+        if problem is None and self.anchor and seq == self.anchor[0]:
+            self.anchor_seen = True
+            if digest != self.anchor[1]:
+                problem = f"anchor mismatch: hash is {digest}, the anchor says {self.anchor[1]}"
+        if problem:
+            return f"line {number} (seq {seq}): {problem}"
+        self.prev_seq, self.prev_hash, self.count = seq, digest, self.count + 1
+        return None
+
+    def result(self) -> tuple[bool, str]:
+        if self.count == 0:
+            return False, "no records in the export"
+        if self.anchor and not self.anchor_seen:
+            return False, f"the export has no record seq {self.anchor[0]} named by the anchor"
+        return True, f"OK: {self.count} records, head {self.prev_seq}:{self.prev_hash}"
+
+
+def _check_batch(lines: list[str], partial: bool, anchor):
+    """In a worker. A sound line leaves the walk at its own (seq, hash) whatever came before, so every
+    line after a batch's first non-blank one can be judged here; only that first line needs the state
+    the caller holds. Returns ("sound", first index, its inspection, the walk after the batch) when
+    nothing after the first line is wrong, else ("lines", every inspection) for the caller to walk."""
+    found = [inspect_line(line) if line.strip() else None for line in lines]
+    first = next((i for i, inspection in enumerate(found) if inspection is not None), None)
+    if first is None:
+        return "sound", None, None, None
+    walk = Walk(partial, anchor)
+    problem, walk.prev_seq, walk.prev_hash, _ = found[first]
+    if problem is not None or any(walk.step(0, inspection) for inspection in found[first + 1:]):
+        return "lines", found
+    return "sound", first, found[first], (walk.prev_seq, walk.prev_hash, walk.count, walk.anchor_seen)
+
+
+def _verify_in_workers(lines, walk: Walk, workers: int, batch_lines: int) -> str | None:
+    """Batches of lines checked in worker processes, a few ahead of the reader, taken in file order."""
     number = 0
     pool = multiprocessing.get_context().Pool(workers)
     try:
@@ -112,40 +152,38 @@ def inspections(lines, workers: int = 1, batch_lines: int = BATCH_LINES):
         batches = _batches(lines, batch_lines)
         while True:
             while len(pending) < 2 * workers and (batch := next(batches, None)) is not None:
-                pending.append(pool.apply_async(_inspect_batch, (batch,)))
+                job = pool.apply_async(_check_batch, (batch, walk.partial, walk.anchor))
+                pending.append((len(batch), job))
             if not pending:
-                return
-            for inspection in pending.popleft().get():
-                number += 1
-                yield number, inspection
+                return None
+            size, job = pending.popleft()
+            answer = job.get()
+            if answer[0] == "lines":
+                for offset, inspection in enumerate(answer[1], start=1):
+                    if message := walk.step(number + offset, inspection):
+                        return message
+            elif answer[1] is not None:
+                _, first, inspection, (last_seq, last_hash, count, anchor_seen) = answer
+                if message := walk.step(number + first + 1, inspection):
+                    return message
+                walk.prev_seq, walk.prev_hash = last_seq, last_hash
+                walk.count += count
+                walk.anchor_seen = walk.anchor_seen or anchor_seen
+            number += size
     finally:
         pool.terminate()
 
 
 def verify(lines, partial: bool = False, anchor: tuple[int, str] | None = None,
            workers: int = 1, batch_lines: int = BATCH_LINES) -> tuple[bool, str]:
-    prev_seq: int | None = None
-    prev_hash: str | None = None
-    count = 0
-    anchor_seen = False
-    for number, inspection in inspections(lines, workers, batch_lines):
-        if inspection is None:
-            continue
-        problem, seq, digest, body_prev = inspection
-        if problem is None:
-            problem = link_problem(seq, body_prev, prev_seq, prev_hash, partial)
-        if problem is None and anchor and seq == anchor[0]:
-            anchor_seen = True
-            if digest != anchor[1]:
-                problem = f"anchor mismatch: hash is {digest}, the anchor says {anchor[1]}"
-        if problem:
-            return False, f"line {number} (seq {seq}): {problem}"
-        prev_seq, prev_hash, count = seq, digest, count + 1
-    if count == 0:
-        return False, "no records in the export"
-    if anchor and not anchor_seen:
-        return False, f"the export has no record seq {anchor[0]} named by the anchor"
-    return True, f"OK: {count} records, head {prev_seq}:{prev_hash}"
+    walk = Walk(partial, anchor)
+    if workers > 1:
+        message = _verify_in_workers(lines, walk, workers, batch_lines)
+        return (False, message) if message else walk.result()
+    for number, line in enumerate(lines, start=1):
+        if message := walk.step(number, inspect_line(line) if line.strip() else None):
+            return False, message
+    return walk.result()
 
 
 def _usable_cpus() -> int:
