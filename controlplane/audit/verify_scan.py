@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from controlplane.audit import chain
 from controlplane.audit.models import AuditRecord
@@ -112,6 +112,16 @@ def scan_range(lo: int | None, hi: int | None, start: tuple[int, str] | None,
     """Verify records with lo <= seq < hi (None: unbounded) in seq order. `start` is the (expected seq,
     prev hash) the chain has before this range; None seeds it from the range's first record. `stop` (a
     callable) ends the scan early, between fetches, once an earlier range is known to be broken."""
+    if connection.vendor == "postgresql":
+        # In a transaction PostgreSQL's server-side cursor streams; in autocommit it is WITH HOLD and
+        # the whole result is materialised first. A read locks nothing. (Never on SQLite: there every
+        # transaction takes the write lock up front, which would hold up every decision.)
+        with transaction.atomic():
+            return _scan(lo, hi, start, anchor, stop)
+    return _scan(lo, hi, start, anchor, stop)
+
+
+def _scan(lo, hi, start, anchor, stop) -> Span:
     time_matches = _time_matcher()
     sha256, scan_json = hashlib.sha256, _scan_json
     anchor_seq, anchor_hash = anchor if anchor else (None, None)
