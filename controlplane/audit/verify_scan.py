@@ -126,6 +126,8 @@ def _scan(lo, hi, start, anchor, stop) -> Span:
     sha256, scan_json = hashlib.sha256, _scan_json
     anchor_seq, anchor_hash = anchor if anchor else (None, None)
     fetch = settings.ROSTER_AUDIT_CHUNK_SIZE
+    if fetch < 1:  # fetchmany(0) returns nothing: the chain would look empty, and sound
+        raise ValueError("ROSTER_AUDIT_CHUNK_SIZE must be at least 1")
     expected, prev = start if start else (None, None)
     first = start
     checked = 0

@@ -157,3 +157,10 @@ def test_workers_option(records, capsys):
 
     with pytest.raises(CommandError, match="whole number"):
         call_command("audit", "verify", "--workers", "-2")
+
+
+@pytest.mark.parametrize("size", [0, -5])
+def test_a_fetch_size_below_one_is_an_error_not_an_empty_chain(records, settings, size):
+    settings.ROSTER_AUDIT_CHUNK_SIZE = size
+    with pytest.raises(ValueError, match="at least 1"):
+        verify_database()
