@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection, connections
-from django.db.models import Max, Min
 
 from controlplane.audit import chain
 from controlplane.audit.models import AuditRecord
@@ -59,10 +58,14 @@ def plan(workers: int | None = None) -> Plan | None:
     count = usable_cpus() if wanted == 0 else wanted
     if count <= 1:
         return None
-    bounds = AuditRecord.objects.aggregate(lo=Min("seq"), hi=Max("seq"))
-    if bounds["lo"] is None:
+    table = connection.ops.quote_name(AuditRecord._meta.db_table)
+    with connection.cursor() as cursor:  # raw values: the ORM would convert (and choke on) them
+        cursor.execute(f"SELECT MIN(seq), MAX(seq), COUNT(*) - COUNT(seq) FROM {table}")
+        lo, hi, nulls = cursor.fetchone()
+    if type(lo) is not int or type(hi) is not int or nulls:
+        # An empty chain, or one whose seq column was tampered with (SQLite keeps any type in it; a
+        # NULL falls outside every range): the single pass sees every row in the order it reads them.
         return None
-    lo, hi = bounds["lo"], bounds["hi"]
     if hi - lo + 1 < settings.ROSTER_AUDIT_VERIFY_PARALLEL_MIN_RECORDS:
         return None
     size = max(math.ceil((hi - lo + 1) / (count * RANGES_PER_WORKER)), settings.ROSTER_AUDIT_CHUNK_SIZE)

@@ -257,3 +257,19 @@ def test_postgresql_rows_stay_on_the_server(chain40, monkeypatch):
     monkeypatch.setattr(verify_scan, "_orm_row", spy)
     _edit_body(20)
     assert verify_sequential().broken_seq == 20 and open_cursors == [1]
+
+
+def test_a_seq_that_is_not_a_number_is_judged_like_the_single_pass(chain40):
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        tamper.raw("ALTER TABLE audit_auditrecord ALTER COLUMN seq DROP NOT NULL")
+        tamper.raw("UPDATE audit_auditrecord SET seq = NULL WHERE seq = 20")
+    else:  # SQLite keeps text in an integer column, and NULL only through a rebuilt table
+        tamper.raw("UPDATE audit_auditrecord SET seq = 'x' WHERE seq = 40")
+    assert verify_parallel.plan(2) is None
+    expected = _reference()
+    assert not expected.ok and verify_database(workers=2) == expected
+    if connection.vendor == "postgresql":
+        tamper.raw("DELETE FROM audit_auditrecord WHERE seq IS NULL")
+        tamper.raw("ALTER TABLE audit_auditrecord ALTER COLUMN seq SET NOT NULL")
