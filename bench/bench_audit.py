@@ -2,7 +2,8 @@
 the time to verify a chain of one million records with the real verifier.
 
 Runs in a child process against a throwaway SQLite database (never the dev database: audit records
-can't be deleted), and, when PostgreSQL 15 binaries are installed, against a throwaway cluster.
+can't be deleted), and, when PostgreSQL 15 binaries are installed, against a throwaway cluster. The
+chain is verified twice: in one process, then in worker processes (the default on several CPUs).
 ROSTER_BENCH_AUDIT_RECORDS overrides the chain length (default 1,000,000)."""
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def _append_rate(count: int, threads: int) -> float:
 
 
 def _bulk_extend(total: int) -> float:
-    """Extend the chain to `total` records by inserting precomputed chained bodies (sqlite3 directly)."""
+    """Extend the chain to `total` records by inserting precomputed chained bodies (sqlite3 directly,
+    or COPY on PostgreSQL)."""
     import datetime as dt
     import sqlite3
 
@@ -74,6 +76,8 @@ def _bulk_extend(total: int) -> float:
     from controlplane.audit.models import AuditRecord
 
     head = AuditRecord.objects.order_by("-seq").values_list("seq", "hash").first() or (0, chain.GENESIS_PREV)
+    if connection.vendor == "postgresql":
+        return _copy_extend(total, head)
     path = connection.settings_dict["NAME"]
     connection.close()
     started = time.perf_counter()
@@ -94,6 +98,24 @@ def _bulk_extend(total: int) -> float:
     return time.perf_counter() - started
 
 
+def _copy_extend(total: int, head: tuple[int, str]) -> float:
+    import datetime as dt
+
+    from django.db import connection
+
+    from controlplane.audit import chain
+
+    started = time.perf_counter()
+    rows = chain.generate_chain(total - head[0], dt.datetime.now(dt.UTC), start_seq=head[0] + 1, prev=head[1])
+    sql = ("COPY audit_auditrecord (seq, created_at, kind, run_id_ref, worker_name, verdict, reason, body, "
+           "prev_hash, hash) FROM STDIN")
+    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        for seq, moment, kind, body, prev, digest in rows:
+            copy.write_row((seq, moment, kind, None, "", "", "", body, prev, digest))
+    connection.close()
+    return time.perf_counter() - started
+
+
 def child_main(args: list[str]) -> None:
     import django
 
@@ -102,40 +124,49 @@ def child_main(args: list[str]) -> None:
 
     result = {"append_1": _append_rate(APPENDS, 1), f"append_{THREADS}": _append_rate(APPENDS, THREADS)}
     if "--chain" in args:
+        from controlplane.audit.verify_parallel import plan
+
         result["build_seconds"] = _bulk_extend(CHAIN_RECORDS)
-        started = time.perf_counter()
-        verified = verify_database()
-        result["verify_seconds"] = time.perf_counter() - started
-        result["verified"] = verified.checked
-        result["verify_ok"] = verified.ok
+        # In this process, then over seq ranges in worker processes (the default on several CPUs).
+        for name, workers in (("sequential", 1), ("parallel", None)):
+            work = plan(workers)
+            started = time.perf_counter()
+            verified = verify_database(workers=workers)
+            result[name] = {"seconds": time.perf_counter() - started, "verified": verified.checked,
+                            "ok": verified.ok, "workers": work.workers if work else 1}
     print(json.dumps(result))
 
 
 # --- parent side ---
 
+def _rows(result: dict, db: str) -> list[tuple[str, str]]:
+    rows = [(f"append, 1 writer ({db})", f"{result['append_1']:,.0f} records/s"),
+            (f"append, {THREADS} threads ({db})", f"{result[f'append_{THREADS}']:,.0f} records/s"),
+            (f"build chain of {CHAIN_RECORDS:,} ({db}, bulk insert)", f"{result['build_seconds']:.1f} s")]
+    for name in ("sequential", "parallel"):
+        run = result[name]
+        rows.append((f"verify {run['verified']:,} records ({db}), {name}, {run['workers']} process"
+                     f"{'es' if run['workers'] > 1 else ''}",
+                     f"{run['seconds']:.1f} s ({run['verified'] / run['seconds']:,.0f} records/s, "
+                     f"{'OK' if run['ok'] else 'BROKEN'})"))
+    return rows
+
+
 def main() -> None:
-    rows = []
     with tempfile.TemporaryDirectory(prefix="roster-bench-audit-") as tmp:
-        sqlite = _child(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", "--chain")
-    rows += [("append, 1 writer (SQLite)", f"{sqlite['append_1']:,.0f} records/s"),
-             (f"append, {THREADS} threads (SQLite)", f"{sqlite[f'append_{THREADS}']:,.0f} records/s"),
-             (f"build chain of {CHAIN_RECORDS:,} (bulk insert)", f"{sqlite['build_seconds']:.1f} s"),
-             (f"verify {sqlite['verified']:,} records", f"{sqlite['verify_seconds']:.1f} s "
-              f"({sqlite['verified'] / sqlite['verify_seconds']:,.0f} records/s, "
-              f"{'OK' if sqlite['verify_ok'] else 'BROKEN'})")]
+        results = {"SQLite": _child(f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", "--chain")}
     sys.path.insert(0, str(REPO))
     from tests.support import postgres
 
     if postgres.available():
         with postgres.postgres_cluster() as url:
-            pg = _child(url)
-        rows += [("append, 1 writer (PostgreSQL)", f"{pg['append_1']:,.0f} records/s"),
-                 (f"append, {THREADS} threads (PostgreSQL)", f"{pg[f'append_{THREADS}']:,.0f} records/s")]
+            results["PostgreSQL"] = _child(url, "--chain")
+    rows = [row for db, result in results.items() for row in _rows(result, db)]
     width = max(len(r[0]) for r in rows)
     print(f"{'measure'.ljust(width)}  value")
     for name, value in rows:
         print(f"{name.ljust(width)}  {value}")
-    if not sqlite["verify_ok"]:
+    if not all(r[name]["ok"] for r in results.values() for name in ("sequential", "parallel")):
         raise RuntimeError("the benchmark chain did not verify")
 
 

@@ -300,6 +300,10 @@ ROSTER_BOX_SYSTEM_CA_BUNDLE = Path(
 # --- Audit chain ---
 # Audit export / verify read the chain in chunks of this many records (constant memory).
 ROSTER_AUDIT_CHUNK_SIZE = _env_int("ROSTER_AUDIT_CHUNK_SIZE", 2000)
+# Verify splits a long chain into seq ranges checked by this many worker processes (0: one per usable
+# CPU; 1: always in-process). Below the minimum length, starting processes costs more than it saves.
+ROSTER_AUDIT_VERIFY_WORKERS = _env_int("ROSTER_AUDIT_VERIFY_WORKERS", 0)
+ROSTER_AUDIT_VERIFY_PARALLEL_MIN_RECORDS = _env_int("ROSTER_AUDIT_VERIFY_PARALLEL_MIN_RECORDS", 50_000)
 
 # --- Web pages ---
 ROSTER_WEB_AUDIT_PAGE_SIZE = _env_int("ROSTER_WEB_AUDIT_PAGE_SIZE", 50)

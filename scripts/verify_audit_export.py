@@ -8,13 +8,18 @@ its hash, and each body's prev must be the previous record's hash, from 32 zero 
     python3 verify_audit_export.py --anchor 1000:<hash> audit.jsonl  # must still hold that record
 
 Prints OK with the count and the head as SEQ:HASH, or the first broken line and what is wrong;
-exits 1 if broken."""
+exits 1 if broken. A file over 4 MB is checked with one worker process per CPU (--workers N to choose):
+the per-line checks run in the workers, the links between lines are followed here in file order, so the
+answer is the same as with --workers 1."""
 
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
 import json
+import multiprocessing
+import os
 import sys
 
 GENESIS_PREV = "0" * 64
@@ -22,66 +27,170 @@ BODY_KEYS = {"data", "kind", "prev", "reason", "run", "seq", "time", "verdict", 
 
 
 Result = tuple[str | None, int, str]
+# (problem or None, seq, hash, the body's prev) from the checks a line needs no neighbour for
+Inspection = tuple[str | None, int, str, object]
+PARALLEL_MIN_BYTES = 4 * 1024 * 1024  # smaller files are checked faster than worker processes start
+BATCH_LINES = 2000
 
 
-def check_line(line: str, prev_seq: int | None, prev_hash: str | None, partial: bool) -> Result:
-    """Return (problem or None, seq, hash) for one export line."""
+def inspect_line(line: str) -> Inspection:
     try:
         entry = json.loads(line)
         seq, body, stored_hash = entry["seq"], entry["body"], entry["hash"]
     except (ValueError, KeyError, TypeError):
-        return "not an export line with seq, body and hash", -1, ""
+        return "not an export line with seq, body and hash", -1, "", None
     if not isinstance(body, str) or not isinstance(seq, int):
-        return "body must be a string and seq an integer", -1, ""
+        return "body must be a string and seq an integer", -1, "", None
     try:
         actual = hashlib.sha256(body.encode("ascii")).hexdigest()
     except UnicodeEncodeError:
-        return "stored body is not ASCII", seq, ""
+        return "stored body is not ASCII", seq, "", None
     if actual != stored_hash:
-        return f"hash mismatch: body hashes to {actual}, line says {stored_hash}", seq, actual
+        return f"hash mismatch: body hashes to {actual}, line says {stored_hash}", seq, actual, None
     try:
         parsed = json.loads(body)
     except ValueError:
-        return "body is not valid JSON", seq, actual
+        return "body is not valid JSON", seq, actual, None
     if not isinstance(parsed, dict) or set(parsed) != BODY_KEYS:
-        return "body does not have the audit record fields", seq, actual
+        return "body does not have the audit record fields", seq, actual, None
     if parsed["seq"] != seq:
-        return f"line seq {seq} disagrees with body seq {parsed['seq']}", seq, actual
+        return f"line seq {seq} disagrees with body seq {parsed['seq']}", seq, actual, None
+    return None, seq, actual, parsed["prev"]
+
+
+def link_problem(seq: int, body_prev, prev_seq: int | None, prev_hash: str | None,
+                 partial: bool) -> str | None:
+    """What is wrong with a sound line as the successor of the previous one, if anything."""
     if partial and prev_seq is None:
-        return None, seq, actual  # a filtered export may start anywhere
+        return None  # a filtered export may start anywhere
     expected_seq = 1 if prev_seq is None else prev_seq + 1
     if seq != expected_seq:
         if not partial or seq < expected_seq:
-            return f"seq gap: expected {expected_seq}, found {seq}", seq, actual
-        return None, seq, actual  # a filtered export skips records; nothing to link to
+            return f"seq gap: expected {expected_seq}, found {seq}"
+        return None  # a filtered export skips records; nothing to link to
     expected_prev = GENESIS_PREV if prev_hash is None else prev_hash
-    if parsed["prev"] != expected_prev:
-        return (f"broken link: prev is {parsed['prev']}, previous record hashes to {expected_prev}",
-                seq, actual)
-    return None, seq, actual
+    if body_prev != expected_prev:
+        return f"broken link: prev is {body_prev}, previous record hashes to {expected_prev}"
+    return None
 
 
-def verify(lines, partial: bool = False, anchor: tuple[int, str] | None = None) -> tuple[bool, str]:
-    prev_seq: int | None = None
-    prev_hash: str | None = None
-    count = 0
-    anchor_seen = False
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        problem, seq, digest = check_line(line, prev_seq, prev_hash, partial)
-        if problem is None and anchor and seq == anchor[0]:
-            anchor_seen = True
-            if digest != anchor[1]:
-                problem = f"anchor mismatch: hash is {digest}, the anchor says {anchor[1]}"
+def check_line(line: str, prev_seq: int | None, prev_hash: str | None, partial: bool) -> Result:
+    """Return (problem or None, seq, hash) for one export line."""
+    problem, seq, digest, body_prev = inspect_line(line)
+    if problem is None:
+        problem = link_problem(seq, body_prev, prev_seq, prev_hash, partial)
+    return problem, seq, digest
+
+
+def _batches(lines, size: int):
+    batch = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class Walk:
+    """Follows the export line by line: the links, the count, the anchor."""
+
+    def __init__(self, partial: bool, anchor: tuple[int, str] | None):
+        self.partial, self.anchor = partial, anchor
+        self.prev_seq: int | None = None
+        self.prev_hash: str | None = None
+        self.count = 0
+        self.anchor_seen = False
+
+    def step(self, number: int, inspection: Inspection | None) -> str | None:
+        """The message if this line (None: a blank one) is broken, else None."""
+        if inspection is None:
+            return None
+        problem, seq, digest, body_prev = inspection
+        if problem is None:
+            problem = link_problem(seq, body_prev, self.prev_seq, self.prev_hash, self.partial)
+        if problem is None and self.anchor and seq == self.anchor[0]:
+            self.anchor_seen = True
+            if digest != self.anchor[1]:
+                problem = f"anchor mismatch: hash is {digest}, the anchor says {self.anchor[1]}"
         if problem:
-            return False, f"line {number} (seq {seq}): {problem}"
-        prev_seq, prev_hash, count = seq, digest, count + 1
-    if count == 0:
-        return False, "no records in the export"
-    if anchor and not anchor_seen:
-        return False, f"the export has no record seq {anchor[0]} named by the anchor"
-    return True, f"OK: {count} records, head {prev_seq}:{prev_hash}"
+            return f"line {number} (seq {seq}): {problem}"
+        self.prev_seq, self.prev_hash, self.count = seq, digest, self.count + 1
+        return None
+
+    def result(self) -> tuple[bool, str]:
+        if self.count == 0:
+            return False, "no records in the export"
+        if self.anchor and not self.anchor_seen:
+            return False, f"the export has no record seq {self.anchor[0]} named by the anchor"
+        return True, f"OK: {self.count} records, head {self.prev_seq}:{self.prev_hash}"
+
+
+def _check_batch(lines: list[str], partial: bool, anchor):
+    """In a worker. A sound line leaves the walk at its own (seq, hash) whatever came before, so every
+    line after a batch's first non-blank one can be judged here; only that first line needs the state
+    the caller holds. Returns ("sound", first index, its inspection, the walk after the batch) when
+    nothing after the first line is wrong, else ("lines", every inspection) for the caller to walk."""
+    found = [inspect_line(line) if line.strip() else None for line in lines]
+    first = next((i for i, inspection in enumerate(found) if inspection is not None), None)
+    if first is None:
+        return "sound", None, None, None
+    walk = Walk(partial, anchor)
+    problem, walk.prev_seq, walk.prev_hash, _ = found[first]
+    if problem is not None or any(walk.step(0, inspection) for inspection in found[first + 1:]):
+        return "lines", found
+    return "sound", first, found[first], (walk.prev_seq, walk.prev_hash, walk.count, walk.anchor_seen)
+
+
+def _verify_in_workers(lines, walk: Walk, workers: int, batch_lines: int) -> str | None:
+    """Batches of lines checked in worker processes, a few ahead of the reader, taken in file order."""
+    number = 0
+    pool = multiprocessing.get_context().Pool(workers)
+    try:
+        pending = collections.deque()
+        batches = _batches(lines, batch_lines)
+        while True:
+            while len(pending) < 2 * workers and (batch := next(batches, None)) is not None:
+                job = pool.apply_async(_check_batch, (batch, walk.partial, walk.anchor))
+                pending.append((len(batch), job))
+            if not pending:
+                return None
+            size, job = pending.popleft()
+            answer = job.get()
+            if answer[0] == "lines":
+                for offset, inspection in enumerate(answer[1], start=1):
+                    if message := walk.step(number + offset, inspection):
+                        return message
+            elif answer[1] is not None:
+                _, first, inspection, (last_seq, last_hash, count, anchor_seen) = answer
+                if message := walk.step(number + first + 1, inspection):
+                    return message
+                walk.prev_seq, walk.prev_hash = last_seq, last_hash
+                walk.count += count
+                walk.anchor_seen = walk.anchor_seen or anchor_seen
+            number += size
+    finally:
+        pool.terminate()
+
+
+def verify(lines, partial: bool = False, anchor: tuple[int, str] | None = None,
+           workers: int = 1, batch_lines: int = BATCH_LINES) -> tuple[bool, str]:
+    walk = Walk(partial, anchor)
+    if workers > 1:
+        message = _verify_in_workers(lines, walk, workers, batch_lines)
+        return (False, message) if message else walk.result()
+    for number, line in enumerate(lines, start=1):
+        if message := walk.step(number, inspect_line(line) if line.strip() else None):
+            return False, message
+    return walk.result()
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def _anchor(text: str) -> tuple[int, str]:
@@ -97,12 +206,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partial", action="store_true", help="the export was filtered (gaps allowed)")
     parser.add_argument("--anchor", type=_anchor, help="SEQ:HASH that must be in the export (detects a "
                         "chain cut short)")
+    parser.add_argument("--workers", type=int, default=0, help="processes for the per-line checks "
+                        "(default: one per CPU for a file over 4 MB; 1: none)")
+    parser.add_argument("--batch-lines", type=int, default=BATCH_LINES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.workers < 0 or args.batch_lines < 1:
+        parser.error("--workers is 0 or more and --batch-lines 1 or more")
     if args.path == "-":
-        ok, message = verify(sys.stdin, args.partial, args.anchor)
+        workers = args.workers or 1
+        ok, message = verify(sys.stdin, args.partial, args.anchor, workers, args.batch_lines)
     else:
+        big = os.path.getsize(args.path) >= PARALLEL_MIN_BYTES
+        workers = args.workers or (_usable_cpus() if big else 1)
         with open(args.path, encoding="utf-8") as fh:
-            ok, message = verify(fh, args.partial, args.anchor)
+            ok, message = verify(fh, args.partial, args.anchor, workers, args.batch_lines)
     print(message if ok else f"BROKEN: {message}")
     return 0 if ok else 1
 

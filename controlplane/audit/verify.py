@@ -1,52 +1,29 @@
 """Verify the stored audit chain: re-hash stored bytes, follow prev links, check seq contiguity and
-that the indexed columns agree with the body. Streams records; memory stays constant."""
+that the indexed columns agree with the body. Streams records; memory stays constant.
+
+The rules and their messages are in verify_rules. `verify_database` runs them over the whole chain in
+one pass (verify_scan's fast loop) or, for a long chain on a machine with several CPUs, over seq ranges
+in worker processes (verify_parallel); either way the result is the one `verify_rows` gives."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from controlplane.audit import chain, verify_parallel
+from controlplane.audit.verify_rules import FIELDS, VerifyResult, finish, row_problem, verify_rows
+from controlplane.audit.verify_scan import scan_range
 
-from django.conf import settings
-
-from controlplane.audit import chain
-from controlplane.audit.models import AuditRecord
-
-FIELDS = ("id", "seq", "body", "hash", "prev_hash", "created_at", "kind", "run_id_ref", "worker_name",
-          "verdict", "reason")
+__all__ = ["FIELDS", "VerifyResult", "row_problem", "verify_database", "verify_rows", "verify_sequential"]
 
 
-@dataclass(frozen=True)
-class VerifyResult:
-    ok: bool
-    checked: int
-    message: str
-    broken_seq: int | None = None
-    head: str = chain.GENESIS_PREV
+def verify_sequential(anchor: tuple[int, str] | None = None) -> VerifyResult:
+    """The whole chain in this process, in one pass."""
+    span = scan_range(None, None, (1, chain.GENESIS_PREV), anchor)
+    return span.failure(0) or finish(span.checked, span.end_prev, anchor)
 
 
-def verify_rows(rows, anchor: tuple[int, str] | None = None) -> VerifyResult:
-    """`rows` are tuples in FIELDS order, sorted by seq. `anchor` is a (seq, hash) noted from an
-    earlier verification: the chain alone cannot show that its newest records were cut off, but a
-    chain that no longer holds that record with that hash is broken."""
-    checker = chain.ChainChecker()
-    for rec_id, seq, body, stored_hash, prev_col, created_at, kind, run, worker, verdict, reason in rows:
-        columns = {"prev": prev_col, "time": chain.format_time(created_at), "kind": kind, "run": run,
-                   "worker": worker, "verdict": verdict, "reason": reason}
-        problem = checker.check(seq, body, stored_hash, columns)
-        if problem is None and created_at != chain.truncate_ms(created_at):
-            problem = "column 'time' has sub-millisecond digits the body does not"
-        if problem is None and anchor and seq == anchor[0] and stored_hash != anchor[1]:
-            problem = f"anchor mismatch: hash is {stored_hash}, the anchor says {anchor[1]}"
-        if problem:
-            return VerifyResult(False, checker.checked, f"record seq {seq} (id {rec_id}): {problem}",
-                                broken_seq=seq, head=checker.prev)
-    if anchor and checker.checked < anchor[0]:
-        return VerifyResult(False, checker.checked, f"chain ends at seq {checker.checked} but the anchor "
-                            f"names seq {anchor[0]}: records were removed from the end", head=checker.prev)
-    n = checker.checked
-    return VerifyResult(True, n, f"OK: {n} records, head {n}:{checker.prev}", head=checker.prev)
-
-
-def verify_database(anchor: tuple[int, str] | None = None) -> VerifyResult:
-    rows = (AuditRecord.objects.order_by("seq").values_list(*FIELDS)
-            .iterator(chunk_size=settings.ROSTER_AUDIT_CHUNK_SIZE))
-    return verify_rows(rows, anchor)
+def verify_database(anchor: tuple[int, str] | None = None, *, workers: int | None = None) -> VerifyResult:
+    """Verify the whole stored chain. `workers` overrides ROSTER_AUDIT_VERIFY_WORKERS (0: one per CPU);
+    a short chain, one CPU or an open transaction verify in this process."""
+    plan = verify_parallel.plan(workers)
+    if plan is None:
+        return verify_sequential(anchor)
+    return verify_parallel.verify_in_parallel(plan, anchor)

@@ -37,3 +37,11 @@ def shift_seqs_from(first_seq: int, by: int) -> None:
     """Renumber seq >= first_seq (two steps, so the unique index never sees a duplicate)."""
     raw("UPDATE audit_auditrecord SET seq = -seq WHERE seq >= %s", [first_seq])
     raw("UPDATE audit_auditrecord SET seq = -seq + %s WHERE seq < 0", [by])
+
+
+def restore_triggers() -> None:
+    """Put the append-only triggers back (a transactional test's drop is committed, so it would last)."""
+    drop_triggers()
+    with connection.cursor() as cur:
+        for sql in triggers.create_sql(connection.vendor, "audit_auditrecord"):
+            cur.execute(sql)  # no parameters: the PL/pgSQL body has a literal %

@@ -148,3 +148,19 @@ def test_bad_anchor_is_a_clear_error():
 
     with pytest.raises(CommandError, match="SEQ:HASH"):
         call_command("audit", "verify", "--anchor", "abc")
+
+
+def test_workers_option(records, capsys):
+    call_command("audit", "verify", "--workers", "1")
+    assert capsys.readouterr().out.startswith("OK: 6 records")
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="whole number"):
+        call_command("audit", "verify", "--workers", "-2")
+
+
+@pytest.mark.parametrize("size", [0, -5])
+def test_a_fetch_size_below_one_is_an_error_not_an_empty_chain(records, settings, size):
+    settings.ROSTER_AUDIT_CHUNK_SIZE = size
+    with pytest.raises(ValueError, match="at least 1"):
+        verify_database()

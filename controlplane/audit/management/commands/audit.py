@@ -27,6 +27,12 @@ def _anchor(text: str) -> tuple[int, str]:
     return int(seq), digest.lower()
 
 
+def _workers(text: str) -> int:
+    if not text.isdigit():
+        raise CommandError("--workers is a whole number (0: one per CPU)")
+    return int(text)
+
+
 class Command(BaseCommand):
     help = "Verify the audit chain, or export it (streaming) as CSV or JSONL."
 
@@ -35,6 +41,9 @@ class Command(BaseCommand):
         verify = sub.add_parser("verify", help="re-hash every record and check the chain; exit 1 if broken")
         verify.add_argument("--anchor", type=_anchor,
                             help="SEQ:HASH from an earlier verify; detects records cut off the end")
+        verify.add_argument("--workers", type=_workers,
+                            help="worker processes (default ROSTER_AUDIT_VERIFY_WORKERS; 0: one per CPU, "
+                                 "1: in this process)")
         export = sub.add_parser("export", help="write records to stdout or --output")
         export.add_argument("--format", choices=["csv", "jsonl"], default="jsonl")
         export.add_argument("--output", help="file to write (default: stdout)")
@@ -47,11 +56,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         if opts["action"] == "verify":
-            return self._verify(opts.get("anchor"))
+            return self._verify(opts.get("anchor"), opts.get("workers"))
         return self._export(opts)
 
-    def _verify(self, anchor):
-        result = verify_database(anchor)
+    def _verify(self, anchor, workers):
+        result = verify_database(anchor, workers=workers)
         if result.ok:
             self.stdout.write(result.message)
             return
