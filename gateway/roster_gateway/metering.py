@@ -53,6 +53,10 @@ class ResponseMeter:
             return self._feed_json(data)
         out = []
         for raw in self._splitter.feed(data):
+            if not self._meter.may_carry_usage(raw):
+                if self.strip:
+                    out.append(raw)
+                continue
             doc = self._meter.observe(*parse_event(raw))
             if self.strip and not self.removed and _is_added_usage_chunk(doc):
                 self.removed = 1
