@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 # value across one, so what lies before it was read in full by an earlier piece's check): in a JSON
 # event stream that is a few bytes, so the cost per piece follows the piece, not this bound.
 REREAD_BYTES = 8 * 1024
+_ALL_BYTES = bytes(range(256))
 _ESCAPE_MARK = re.compile(rb"[\\&%]")  # JSON, HTML and percent escapes begin with these
 
 
@@ -51,7 +52,7 @@ class StreamScrubber:
         separators = getattr(scrubber, "separators", b"")
         # rstrip of every other byte leaves what ends with the last separator: its length is where
         # what follows the last separator begins (0 when there is none).
-        self._not_separators = bytes(b for b in range(256) if b not in separators) if separators else b""
+        self._not_separators = _ALL_BYTES.translate(None, separators) if separators else b""
         self._pending = b""
         self._sent_tail = b""  # the last REREAD_BYTES sent
         self._since_separator = b""  # what was sent after the last separator (at most REREAD_BYTES)
