@@ -11,7 +11,7 @@ import random
 
 import pytest
 from roster_gateway.metering import ResponseMeter
-from roster_gateway.model_calls import CHAT, MESSAGES, ModelCall
+from roster_gateway.model_calls import CHAT, MESSAGES, ModelCall, ask_for_stream_usage, model_call_of
 from roster_gateway.scrub import scrubber_for
 from roster_gateway.streaming import ResponseStream, StreamScrubber
 from roster_gateway.usage import _EVENT_END, SseSplitter
@@ -167,3 +167,20 @@ def test_json_events_are_unchanged_by_the_meter():
     body = b"".join(events)
     usage, out = _meter(CHAT, body, piece=13, strip=True)
     assert out == body and not usage.known and "cut off" in usage.problem
+
+
+@pytest.mark.parametrize("spelling", [b'"stream_options"', b'"stream\\u005foptions"'])
+def test_a_box_cannot_keep_usage_off_by_how_it_spells_stream_options(spelling):
+    """The option is inserted without a second parse only when no member can be named stream_options; a
+    spelled-out or escaped one is re-serialised with include_usage on (never a second member)."""
+    body = b'{"model":"m","stream":true,' + spelling + b':{"include_usage":false},"messages":[]}'
+    call = model_call_of("POST", "/v1/chat/completions", body)
+    sent = ask_for_stream_usage(call, body)
+    assert sent.count(b"stream_options") == 1
+    assert json.loads(sent)["stream_options"] == {"include_usage": True}
+
+
+def test_without_stream_options_the_option_goes_after_the_brace_every_byte_kept():
+    body = b' {"model":"m","stream":true,"messages":[{"role":"user","content":"caf\xc3\xa9"}]}'
+    sent = ask_for_stream_usage(model_call_of("POST", "/v1/chat/completions", body), body)
+    assert sent == b' {"stream_options":{"include_usage":true},' + body[2:]
