@@ -65,15 +65,25 @@ _ALLOW = (b'{"verdict":"allow","reason":null,"status":200,"message":"","decision
           b'"hold_seconds":0,"budget":null}')
 
 
-async def _instant_cp_main() -> None:
-    """A decision API that answers allow at once: isolates the gateway's own cost."""
+# An allow that injects a (made-up) secret: the gateway then scrubs the response for echoes of it.
+BENCH_SECRET = "sk-bench-" + "Zq8vP3kL0xW9mN4tRr77" * 2
+_ALLOW_SECRET = _ALLOW.replace(b'"inject":[],"replace":[]', (
+    b'"inject":[{"header":"x-bench-key","value":"Bearer ' + BENCH_SECRET.encode() + b'"}],'
+    b'"replace":[{"sentinel":"sk-roster-bench-sentinel-0000000000","value":"' + BENCH_SECRET.encode()
+    + b'"}]'))
+
+
+async def _instant_cp_main(secret: bool = False) -> None:
+    """A decision API that answers allow at once: isolates the gateway's own cost (`secret`: the allow
+    injects a secret, so the gateway also scrubs every response for its echoes)."""
+    allow = _ALLOW_SECRET if secret else _ALLOW
 
     async def handle(reader, writer):
         try:
             while True:
                 head = await _read_request(reader)
                 line = head.split(b"\r\n", 1)[0]
-                body = (_ALLOW if b"/decide" in line
+                body = (allow if b"/decide" in line
                         else b'{"sentinels":[]}' if b"/sentinels" in line else b'{"ok":true}')
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                              + str(len(body)).encode() + b"\r\n\r\n" + body)
@@ -276,7 +286,7 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["upstream"]:
         asyncio.run(_upstream_main())
     elif sys.argv[1:2] == ["instant-cp"]:
-        asyncio.run(_instant_cp_main())
+        asyncio.run(_instant_cp_main(secret=sys.argv[2:3] == ["secret"]))
     elif sys.argv[1:2] == ["delay"]:
         asyncio.run(_delay_main(int(sys.argv[2]), int(sys.argv[3])))
     else:

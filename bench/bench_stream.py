@@ -1,7 +1,11 @@
 """Streamed model answers: time to first token and streamed throughput, side by side for the box talking
 to the upstream directly (no proxy), through plain `mitmdump` set to stream, and through the Roster
 gateway (full decision path; the call is metered: a price, a token cap, `include_usage` asked for
-upstream and its chunk removed, usage settled).
+upstream and its chunk removed, usage settled). The gateway is also measured with an instant decision
+API stand-in (bench_gateway's "instant-cp"), which isolates its own streaming cost from the decision
+round trip: the call is still metered in the gateway (usage asked for and its chunk removed); and once
+more with that stand-in injecting a secret, as a model API key is, so every streamed piece is also
+scrubbed for its echoes (the usual case for a model call).
 
 The upstream is a local SSE server speaking OpenAI chat completions: it answers after headers with the
 first event at once, then EVENTS events as fast as it can write them, each its own write. TTFT is from
@@ -25,7 +29,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from bench.bench_gateway import SERVICE_TOKEN, _control_plane_env, _prepare
+from bench.bench_gateway import SERVICE_TOKEN, _control_plane_env, _helper, _prepare
 from tests.support import procs
 from tests.support.gateway import MITMDUMP, gateway_process
 
@@ -144,6 +148,15 @@ def main() -> None:
             direct = _direct(up_port)
             with _streaming_mitmdump(tmp) as plain_port:
                 plain = _measure("plain mitmdump (stream_large_bodies)", plain_port, _request(up_port, None))
+            with _helper("instant-cp") as fake_port, gateway_process(
+                    f"http://127.0.0.1:{fake_port}", SERVICE_TOKEN, tmp, allow_loopback_upstreams=True,
+                    quiet=True) as gw:
+                own = _measure("gateway + instant decision API", gw.port, _request(up_port, token))
+            with _helper("instant-cp", "secret") as fake_port, gateway_process(
+                    f"http://127.0.0.1:{fake_port}", SERVICE_TOKEN, tmp, allow_loopback_upstreams=True,
+                    quiet=True) as gw:
+                scrubbed = _measure("gateway + instant API, secret scrubbed", gw.port,
+                                    _request(up_port, token))
             with procs.decision_api_server(env, tmp) as cp_url, gateway_process(
                     cp_url, SERVICE_TOKEN, tmp, allow_loopback_upstreams=True, quiet=True) as gw:
                 procs.wait_for_http(cp_url + "/api/gateway/health", timeout=30)
@@ -154,6 +167,9 @@ def main() -> None:
     print(f"TTFT added over streaming mitmdump: {gateway['ttft'] - plain['ttft']:+.2f} ms p50 "
           f"(target <= +2 ms); throughput {gateway['rate'] / plain['rate']:.2f}x (target >= 0.9x); "
           f"direct TTFT {direct['ttft']:.2f} ms")
+    print(f"the gateway's own cost (instant decision API): TTFT added {own['ttft'] - plain['ttft']:+.2f} ms "
+          f"p50, throughput {own['rate'] / plain['rate']:.2f}x; with an injected secret scrubbed from the "
+          f"stream: {scrubbed['ttft'] - plain['ttft']:+.2f} ms, {scrubbed['rate'] / plain['rate']:.2f}x")
 
 
 def _direct(up_port: int) -> dict:

@@ -1,6 +1,7 @@
 """Metering one model call's response: usage read as the bytes pass, and, when the gateway asked upstream
 for stream usage on the box's behalf, exactly that extra usage chunk removed from what the box receives
-(every other event passes byte for byte).
+(every other event passes byte for byte), or, when an upstream puts that usage on its last content
+chunk instead, the `usage` member removed from that one event.
 
 `feed` takes the upstream's bytes in order (all at once for a buffered response, chunk by chunk for a
 streamed one) and returns what the box gets; `feed(b"")` marks the end. Without a chunk to remove, bytes
@@ -8,6 +9,8 @@ come back at once; with one, an event is passed on when it is complete (the usag
 as such when whole)."""
 
 from __future__ import annotations
+
+import json
 
 from roster_gateway.model_calls import ModelCall
 from roster_gateway.usage import (
@@ -26,9 +29,22 @@ def is_event_stream(content_type: str) -> bool:
 
 
 def _is_added_usage_chunk(doc: dict | None) -> bool:
-    """The chunk `include_usage` adds: usage and no choices. Usage riding on a chunk that still carries
-    choices is the upstream's own shape and passes unchanged."""
+    """The chunk `include_usage` adds: usage and no choices."""
     return doc is not None and doc.get("choices") == [] and isinstance(doc.get("usage"), dict)
+
+
+def _without_usage(raw: bytes, doc: dict | None) -> bytes:
+    """A content chunk on which an upstream put the usage the gateway asked for: the same event without
+    its `usage` member (re-serialised compactly, as OpenAI sends it). An event of several lines, or one
+    without usage, passes unchanged."""
+    if doc is None or not isinstance(doc.get("usage"), dict):
+        return raw
+    line = raw.rstrip(b"\r\n")
+    if not line.startswith(b"data:") or b"\n" in line or b"\r" in line:
+        return raw
+    rest = {key: value for key, value in doc.items() if key != "usage"}
+    return (b"data: " + json.dumps(rest, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            + raw[len(line):])
 
 
 class ResponseMeter:
@@ -44,7 +60,8 @@ class ResponseMeter:
         self._json_size = 0
         self._max = max_event_bytes
         self._done = False
-        self.removed = 0  # usage chunks removed (0 or 1)
+        self._dropped = False  # the added usage chunk (one) was removed
+        self.removed = 0  # usage the gateway asked for, removed from what the box gets (chunks or members)
 
     def feed(self, data: bytes) -> bytes:
         if self._done:
@@ -53,10 +70,19 @@ class ResponseMeter:
             return self._feed_json(data)
         out = []
         for raw in self._splitter.feed(data):
-            doc = self._meter.observe(*parse_event(raw))
-            if self.strip and not self.removed and _is_added_usage_chunk(doc):
-                self.removed = 1
+            if not self._meter.may_carry_usage(raw):
+                if self.strip:
+                    out.append(raw)
                 continue
+            doc = self._meter.observe(*parse_event(raw))
+            if self.strip and not self._dropped and _is_added_usage_chunk(doc):
+                self._dropped = True
+                self.removed += 1
+                continue
+            if self.strip:
+                rewritten = _without_usage(raw, doc)
+                self.removed += rewritten is not raw
+                raw = rewritten
             out.append(raw)
         if self._splitter.overflowed:
             # Not an SSE stream this gateway can read: pass everything on from here, usage unknown.

@@ -87,6 +87,11 @@ def ask_for_stream_usage(call: ModelCall, body: bytes) -> bytes | None:
     option set (the box's own stream_options could say false or be malformed)."""
     if call.api != CHAT or not call.stream or call.asked_for_usage:
         return None
+    if b"stream_options" not in body and b"\\u" not in body and b"\x00" not in body:
+        # No member can be named stream_options (JSON spells a name's letters literally or as \u
+        # escapes; NUL: a UTF-16 or UTF-32 body): no second parse of a body that may be large.
+        start = body.index(b"{") + 1
+        return body[:start] + _USAGE_OPTION + body[start:]
     doc = json.loads(body)
     if "stream_options" not in doc:
         start = body.index(b"{") + 1  # the object has a `model`, so a member follows the brace

@@ -22,7 +22,7 @@ from mitmproxy import http
 
 from roster_gateway.decoding import DecodeRefused, bounded_content
 from roster_gateway.responses import deny_flow
-from roster_gateway.unescape import readings
+from roster_gateway.unescape import SEPARATORS, read_as_is, readings
 
 log = logging.getLogger("roster_gateway")
 
@@ -77,9 +77,14 @@ def _percent_forms(real: str, fake: str) -> list[tuple[str, str]]:
     return forms
 
 
+_NOT_ASCII_ALNUM = re.compile(r"[^A-Za-z0-9]")
+
+
 def _unicode_escape(text: str, upper: bool) -> str:
+    """Every character but ASCII letters and digits as a `\\uXXXX` escape (a pattern, not a loop: a
+    scrubber is built for every request that carries a secret)."""
     spec = "\\u{:04X}" if upper else "\\u{:04x}"
-    return "".join(c if c.isascii() and c.isalnum() else spec.format(ord(c)) for c in text)
+    return _NOT_ASCII_ALNUM.sub(lambda m: spec.format(ord(m.group(0))), text)
 
 
 def _json_forms(real: str, fake: str) -> list[tuple[str, str]]:
@@ -101,7 +106,7 @@ def _bytes(text: str) -> bytes:
 class Scrubber:
     """Replaces a flow's real secret values (and their encodings) by sentinels in bytes."""
 
-    __slots__ = ("_hidden", "_max_decoded", "_pattern", "_swaps")
+    __slots__ = ("_hidden", "_max_decoded", "_pattern", "_swaps", "separators")
 
     def __init__(self, pairs: Iterable[tuple[str, str]], built: Iterable[tuple[str, str]] = (),
                  whole_values: Iterable[str] = (), max_decoded_bytes: int = DEFAULT_MAX_DECODED) -> None:
@@ -138,6 +143,8 @@ class Scrubber:
                        | {value for value in whole_values if value}, key=len, reverse=True)
         # Found in a decoder's reading of an already scrubbed response: an echo in a form not replaced.
         self._hidden = re.compile("|".join(re.escape(r) for r in reals)) if reals else None
+        # The separators (unescape.SEPARATORS) that no real value holds: no reading finds one across them.
+        self.separators = bytes(ord(c) for c in SEPARATORS if not any(c in real for real in reals))
         # Longest first: an alternation takes the first alternative that matches at a position.
         needles = sorted(swaps, key=len, reverse=True)
         self._pattern = re.compile(b"|".join(re.escape(n) for n in needles)) if needles else None
@@ -174,6 +181,10 @@ class Scrubber:
     def check_readings(self, data: bytes) -> None:
         """Raises Unscrubbable when any decoder's reading of `data` (unescape.py) holds a real value."""
         if self._hidden is None or not data:
+            return
+        if read_as_is(data):  # the common case in a stream's piece: one reading, the text itself
+            if self._hidden.search(data.decode("utf-8", "surrogateescape")):
+                raise Unscrubbable("an escaped or re-encoded echo of a secret")
             return
         for text in readings(data):
             if self._hidden.search(text):

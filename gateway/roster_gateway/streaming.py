@@ -14,7 +14,9 @@ partial response, not a websocket. Everything else keeps the gateway's buffering
 
 from __future__ import annotations
 
+import bisect
 import logging
+import re
 
 from mitmproxy import http
 
@@ -27,9 +29,13 @@ log = logging.getLogger(__name__)
 # How much of what already went to the box is read again, with what is held and what just arrived, the
 # way a decoder would read it (unescape.py): an echo escaped character by character (`\u0072&#101;…`) has
 # no fixed form to hold back for, so the stream is cut as soon as such a reading shows a real value. A
-# secret escaped with more than this much padding in total is beyond what a stream re-reads.
+# secret escaped with more than this much padding in total is beyond what a stream re-reads. Within it,
+# the re-read starts after the last separator already sent (unescape.SEPARATORS: no reading finds a real
+# value across one, so what lies before it was read in full by an earlier piece's check): in a JSON
+# event stream that is a few bytes, so the cost per piece follows the piece, not this bound.
 REREAD_BYTES = 8 * 1024
-_ESCAPE_MARKS = (b"\\", b"&", b"%")  # JSON, HTML and percent escapes begin with these
+_ALL_BYTES = bytes(range(256))
+_ESCAPE_MARK = re.compile(rb"[\\&%]")  # JSON, HTML and percent escapes begin with these
 
 
 class StreamScrubber:
@@ -38,10 +44,18 @@ class StreamScrubber:
     def __init__(self, scrubber: Scrubber) -> None:
         self._scrubber = scrubber
         self._hold = max(scrubber.longest_form - 1, 0)
-        # Every proper beginning of every form; the tail held back is the longest one the data ends with.
-        self._beginnings = frozenset(form[:n] for form in scrubber.forms for n in range(1, len(form)))
+        # Sorted, the forms that begin with a given tail follow it at once (bisect in _begins_a_form).
+        self._forms = sorted(scrubber.forms)
+        firsts = bytes(sorted({form[0] for form in self._forms}))
+        self._firsts = re.compile(b"[" + re.escape(firsts) + b"]") if firsts else None
+        self._form_bytes = frozenset(b"".join(self._forms))
+        separators = getattr(scrubber, "separators", b"")
+        # rstrip of every other byte leaves what ends with the last separator: its length is where
+        # what follows the last separator begins (0 when there is none).
+        self._not_separators = _ALL_BYTES.translate(None, separators) if separators else b""
         self._pending = b""
-        self._sent_tail = b""
+        self._sent_tail = b""  # the last REREAD_BYTES sent
+        self._since_separator = b""  # what was sent after the last separator (at most REREAD_BYTES)
         self.count = 0
         self.failed = False
 
@@ -51,7 +65,7 @@ class StreamScrubber:
             return b""
         try:
             scrubbed, count = self._scrubber.scrub(self._pending + data)
-            self._scrubber.check_readings(self._sent_tail + scrubbed)
+            self._scrubber.check_readings(self._reread(scrubbed) + scrubbed)
         except Exception:  # noqa: BLE001 - an unscrubbable stream is cut, never forwarded as it is
             self.failed = True
             self._pending = b""
@@ -59,20 +73,53 @@ class StreamScrubber:
         self.count += count
         cut = len(scrubbed) if end else len(scrubbed) - self._held_tail(scrubbed)
         out, self._pending = scrubbed[:cut], scrubbed[cut:]
-        self._sent_tail = (self._sent_tail + out)[-REREAD_BYTES:]
+        if out:
+            self._sent(out)
         return out
+
+    def _reread(self, scrubbed: bytes) -> bytes:
+        """The part of what was sent to read again with `scrubbed`: from the last separator on, or the
+        whole tail when a separator cannot bound a reading (bytes with NUL have UTF-16 readings)."""
+        if self._not_separators and b"\x00" not in scrubbed and b"\x00" not in self._sent_tail:
+            return self._since_separator
+        return self._sent_tail
+
+    def _sent(self, out: bytes) -> None:
+        self._sent_tail = (self._sent_tail + out)[-REREAD_BYTES:]
+        after = len(out.rstrip(self._not_separators)) if self._not_separators else 0
+        if after:
+            self._since_separator = out[after:][-REREAD_BYTES:]
+        else:
+            self._since_separator = (self._since_separator + out)[-REREAD_BYTES:]
 
     def _held_tail(self, data: bytes) -> int:
         """How many bytes at the end of `data` could be the start of a form still arriving. Whatever ends
         earlier is either a whole form (already replaced) or no form at all. Near an escape character an
-        echo may be escaped character by character (no fixed form): the whole window is held then."""
-        window = data[-self._hold:] if self._hold else b""
-        if any(mark in window for mark in _ESCAPE_MARKS):
-            return len(window)
-        for size in range(min(self._hold, len(data)), 0, -1):
-            if data[-size:] in self._beginnings:
-                return size
+        echo may be escaped character by character (no fixed form): the window is held then, from its
+        last separator on (an escaped echo holds no separator, so one still arriving began after it)."""
+        if not self._hold or self._firsts is None:
+            return 0
+        window = data[-self._hold:]
+        if _ESCAPE_MARK.search(window):
+            after = 0
+            if self._not_separators and b"\x00" not in window:
+                after = len(window.rstrip(self._not_separators))
+            if after == 0 or _ESCAPE_MARK.search(window, after):
+                return len(window) - after
+        if not window or window[-1] not in self._form_bytes:
+            return 0  # a form's beginning holds only bytes of forms (an event's closing LF is none)
+        # Longest first: only where a form's first byte stands can a form begin.
+        for match in self._firsts.finditer(window):
+            if self._begins_a_form(window[match.start():]):
+                return len(window) - match.start()
         return 0
+
+    def _begins_a_form(self, tail: bytes) -> bool:
+        """Whether `tail` is a proper beginning of some form."""
+        at = bisect.bisect_left(self._forms, tail)
+        while at < len(self._forms) and self._forms[at] == tail:
+            at += 1  # a whole form is not a beginning, unless a longer form starts with it
+        return at < len(self._forms) and self._forms[at].startswith(tail)
 
 
 class ResponseStream:

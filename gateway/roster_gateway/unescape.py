@@ -65,6 +65,25 @@ _READERS: tuple[tuple[str, Callable[[str], str]], ...] = (
 )
 
 
+# Characters every reading keeps as themselves wherever they stand: no decoder above drops a character,
+# and an escape that takes one of these in gives it back unchanged (`\"` reads `"`; a named reference
+# `&amp"x` keeps what follows the entity, whose names are letters and digits; the numeric, percent and `+`
+# readings never take them in). So, outside the UTF-16 readings (bytes with NUL), a reading of bytes cut
+# just after one of these is the reading of the whole from that point, and a value that does not hold
+# the character can never be read across it (streaming.py re-reads a stream's tail only from there).
+SEPARATORS = "\"',:[]() \n<>"
+
+
+# A byte that starts some reading's escape (or, NUL, the UTF-16 readings): without any, every reading is
+# the text itself.
+_ANY_ESCAPE = re.compile(rb"[\\&%+\x00]")
+
+
+def read_as_is(data: bytes) -> bool:
+    """Whether every reading of `data` is its text as it stands (no decoder would change it)."""
+    return _ANY_ESCAPE.search(data) is None
+
+
 def readings(data: bytes, depth: int = 2) -> Iterator[str]:
     """The text itself and every reading of it up to `depth` decoders deep (only decoders whose escape
     character occurs), plus the UTF-16 readings of a body holding NUL bytes."""

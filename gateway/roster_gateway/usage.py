@@ -125,15 +125,28 @@ class SseSplitter:
     def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         self._pending = b""
         self._max = max_event_bytes
+        self._cr = False  # a CR seen: line ends may be CR or CRLF from here on
         self.overflowed = False
 
     def feed(self, data: bytes) -> list[bytes]:
-        self._pending += data
+        # What was pending held no event end; one can only begin in its last few bytes (a terminator is
+        # at most 4 bytes with its look-ahead), so only those are read again.
+        rescan = max(len(self._pending) - 4, 0)
+        buffer = self._pending + data if self._pending else data
         events, start = [], 0
-        for match in _EVENT_END.finditer(self._pending):
-            events.append(self._pending[start:match.end()])
-            start = match.end()
-        self._pending = self._pending[start:]
+        self._cr = self._cr or b"\r" in data
+        if not self._cr:
+            # Without CR an event end is exactly LF LF: a plain search finds the same ends as the pattern.
+            end = buffer.find(b"\n\n", rescan)
+            while end >= 0:
+                events.append(buffer[start:end + 2])
+                start = end + 2
+                end = buffer.find(b"\n\n", start)
+        else:
+            for match in _EVENT_END.finditer(buffer, rescan):
+                events.append(buffer[start:match.end()])
+                start = match.end()
+        self._pending = buffer[start:] if start else buffer
         if len(self._pending) > self._max:
             self.overflowed = True
         return events
@@ -143,10 +156,13 @@ class SseSplitter:
         return rest
 
 
+_LINE_END = re.compile(rb"\r\n|\n|\r")
+
+
 def parse_event(raw: bytes) -> tuple[str, str]:
     """(event name, data) of one SSE event; data lines joined with LF, one leading space dropped."""
     name, data = "", []
-    for line in re.split(rb"\r\n|\n|\r", raw):
+    for line in (raw.split(b"\n") if b"\r" not in raw else _LINE_END.split(raw)):
         field, sep, value = line.partition(b":")
         if not sep:
             continue
@@ -159,6 +175,16 @@ def parse_event(raw: bytes) -> tuple[str, str]:
     return name, "\n".join(data)
 
 
+# What an event must hold, as bytes, to carry anything the meter reads, per API: usage and the end marker
+# (chat completions), the final event types (Responses), the message_* events (Messages). JSON spells a
+# key's or a string's letters either literally or as \u escapes, and every data line is a piece of the
+# event's bytes, so an event holding none of these (and no \u escape) cannot carry usage.
+_CARRIERS = {CHAT: (b"usage", b"[DONE]"),
+             RESPONSES: (b"response.completed", b"response.incomplete", b"response.failed"),
+             MESSAGES: (b"message_",)}
+_NO_USAGE = b'"usage":null'  # on every chat chunk of a stream that asked for usage, but its last
+
+
 class StreamMeter:
     """Reads usage from one SSE response, event by event."""
 
@@ -168,7 +194,20 @@ class StreamMeter:
         self._counts: tuple[int, int, int, int] | None = None
         self._anthropic_input: tuple[int, int] | None = None
         self._problem = ""
+        self._carriers = _CARRIERS.get(api, ())
+        self._first = True
         self.finished = False  # the shape's end marker arrived ([DONE], response.*, message_stop)
+
+    def may_carry_usage(self, raw: bytes) -> bool:
+        """Whether an event must be read (parsed): only those that can carry usage or the end marker are,
+        and the first (it names the model; a stream that is not JSON is malformed from its start). The
+        others pass unparsed: per event, parsing JSON would cost more than the proxy's own work."""
+        if self._first or b"\\u" in raw:
+            self._first = False
+            return True
+        if self.api == CHAT and b"usage" in raw:
+            return raw.count(b"usage") != raw.count(_NO_USAGE) or b"[DONE]" in raw
+        return any(marker in raw for marker in self._carriers)
 
     def fail(self, problem: str) -> None:
         self._problem = self._problem or problem

@@ -122,9 +122,26 @@ def test_added_usage_chunk_removed_everything_else_byte_identical(piece, crlf):
     assert b'"prompt_tokens"' not in out and out.endswith(b"data: [DONE]" + sep)
 
 
-def test_usage_on_a_content_chunk_is_never_removed():
+@pytest.mark.parametrize("crlf", [False, True])
+def test_usage_the_gateway_asked_for_on_a_content_chunk_is_removed_from_that_chunk_only(crlf):
+    """The box that did not ask for usage never sees it: an upstream that puts it on its last content
+    chunk gets that chunk passed on without its `usage` member; every other event byte for byte."""
     upstream = m.chat_sse(usage_on_content=True, prompt=9, completion=4)
+    sep = b"\r\n\r\n" if crlf else b"\n\n"
+    upstream = upstream.replace(b"\n\n", sep)
     usage, out = _meter(CHAT, upstream, SSE, piece=11, strip=True)
+    assert usage.known and (usage.input, usage.output) == (9, 4)
+    sent, received = upstream.split(sep), out.split(sep)
+    changed = [i for i, (a, b) in enumerate(zip(sent, received, strict=True)) if a != b]
+    assert len(changed) == 1 and b'"prompt_tokens"' not in out
+    before = json.loads(sent[changed[0]][len(b"data: "):])
+    after = json.loads(received[changed[0]][len(b"data: "):])
+    assert "usage" in before and after == {k: v for k, v in before.items() if k != "usage"}
+
+
+def test_usage_on_a_content_chunk_the_box_asked_for_passes_unchanged():
+    upstream = m.chat_sse(usage_on_content=True, prompt=9, completion=4)
+    usage, out = _meter(CHAT, upstream, SSE, piece=11, strip=False)
     assert usage.known and out == upstream
 
 
