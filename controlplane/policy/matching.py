@@ -7,8 +7,10 @@ Grant fields are compiled once (`compile_match`) so that matching hundreds of gr
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from controlplane.policy import conditions
 from controlplane.policy.normalize import DEFAULT_PORTS, NormalizationError, normalize_host, normalize_path
 
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -36,6 +38,7 @@ class Specificity:
     methods_listed: int
     worker_specific: int
     mcp_tools_listed: int
+    conditions_listed: int = 0  # header conditions and a body-size limit, counted
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,10 @@ class CompiledMatch:
     # without schemes every scheme, tunnels included.
     any_port: bool = False
     any_scheme: bool = False
+    # Judged on the box's headers and body size (controlplane.policy.conditions); a deny's are `wall`.
+    conditions: tuple[conditions.HeaderCondition, ...] = ()
+    max_body_size: int | None = None
+    wall: bool = False
 
 
 def parse_host_pattern(pattern: str) -> tuple[str, bool]:
@@ -109,7 +116,7 @@ def compile_path_pattern(pattern: str) -> PathPattern:
 
 
 def compile_match(*, worker_id, host, port, schemes, methods, paths, mcp_tools, tunnel,
-                  wall: bool = False) -> CompiledMatch:
+                  wall: bool = False, header_conditions=(), max_body_size=None) -> CompiledMatch:
     """`wall`: the grant denies; its absent port and schemes mean every port and scheme."""
     canonical_host, wildcard = parse_host_pattern(host)
     if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
@@ -124,20 +131,52 @@ def compile_match(*, worker_id, host, port, schemes, methods, paths, mcp_tools, 
     bad_tools = [t for t in mcp_tools if not isinstance(t, str) or not TOOL_RE.match(t)]
     if bad_tools:
         raise PatternError(f"MCP tool name {bad_tools[0]!r} is not valid")
+    try:
+        compiled_conditions = conditions.compile_conditions(header_conditions)
+        limit = conditions.check_max_body_size(max_body_size, wall=wall)
+    except conditions.ConditionError as exc:
+        raise PatternError(str(exc)) from None
+    if tunnel and (compiled_conditions or limit is not None):
+        raise PatternError("a tunnel grant is judged on host and port only; it cannot have header "
+                           "conditions or max_body_size")
     return CompiledMatch(
         worker_id=worker_id, host=canonical_host, wildcard=wildcard, port=port,
         schemes=frozenset(schemes or DEFAULT_GRANT_SCHEMES), methods=frozenset(methods),
         paths=tuple(compile_path_pattern(p) for p in paths), mcp_tools=frozenset(mcp_tools), tunnel=tunnel,
         any_port=wall and port is None, any_scheme=wall and not schemes and not tunnel,
+        conditions=compiled_conditions, max_body_size=limit, wall=wall,
     )
 
 
 def match(
     compiled: CompiledMatch, *, worker_id, method: str, scheme: str, host: str, port: int, path: str,
-    mcp: tuple,
+    mcp: tuple, headers: Mapping[str, tuple[str | None, ...]] | None = None, body_size: int | None = None,
 ) -> Specificity | None:
     """None when the grant does not apply; otherwise how specifically it applies.
-    `host` and `path` must already be normalised, `port` explicit."""
+    `host` and `path` must already be normalised, `port` explicit; `headers` as conditions.header_index
+    gives them (absent: no headers), `body_size` None when not known."""
+    spec = match_target(compiled, worker_id=worker_id, method=method, scheme=scheme, host=host, port=port,
+                        path=path, mcp=mcp)
+    if spec is None or (scheme == "tunnel" and compiled.any_scheme):
+        return spec  # a tunnel hides headers and body: a deny that could apply inside it covers it
+    if (compiled.conditions or compiled.max_body_size is not None) and unmet_condition(
+            compiled, headers=headers, body_size=body_size) is not None:
+        return None
+    return spec
+
+
+def unmet_condition(compiled: CompiledMatch, *, headers: Mapping[str, tuple[str | None, ...]] | None,
+                    body_size: int | None) -> str | None:
+    """Which of the grant's header conditions or body-size limit the request does not meet, or None."""
+    return conditions.failure(compiled.conditions, compiled.max_body_size, wall=compiled.wall,
+                              headers=headers or {}, body_size=body_size)
+
+
+def match_target(
+    compiled: CompiledMatch, *, worker_id, method: str, scheme: str, host: str, port: int, path: str,
+    mcp: tuple,
+) -> Specificity | None:
+    """`match` without the header conditions and body-size limit: what the request is aimed at."""
     if compiled.worker_id is not None and compiled.worker_id != worker_id:
         return None
     # Host first: it is what rules out most grants, and it is a string comparison.
@@ -181,6 +220,7 @@ def _specificity(compiled: CompiledMatch, best_path: PathPattern | None) -> Spec
         methods_listed=1 if compiled.methods else 0,
         worker_specific=1 if compiled.worker_id is not None else 0,
         mcp_tools_listed=1 if compiled.mcp_tools else 0,
+        conditions_listed=len(compiled.conditions) + (compiled.max_body_size is not None),
     )
 
 
