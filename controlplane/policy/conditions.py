@@ -120,6 +120,21 @@ def header_index(headers: Iterable) -> dict[str, tuple[str | None, ...]]:
     return {name: tuple(values) for name, values in index.items()}
 
 
+class LazyHeaderIndex:
+    """`header_index` built on first use: a policy without conditions never pays for it."""
+
+    __slots__ = ("_index", "_lines")
+
+    def __init__(self, lines: Iterable) -> None:
+        self._lines = lines
+        self._index: dict[str, tuple[str | None, ...]] | None = None
+
+    def get(self, name: str, default=()) -> tuple[str | None, ...]:
+        if self._index is None:
+            self._index = header_index(self._lines)
+        return self._index.get(name, default)
+
+
 def _value_holds(condition: HeaderCondition, value: str) -> bool:
     if condition.op == "equals":
         return value == condition.value
@@ -142,7 +157,8 @@ def _holds(condition: HeaderCondition, values: tuple[str | None, ...], *, wall: 
 
 
 def failure(conditions: tuple[HeaderCondition, ...], max_body_size: int | None, *, wall: bool,
-            headers: Mapping[str, tuple[str | None, ...]], body_size: int | None) -> str | None:
+            headers: Mapping[str, tuple[str | None, ...]] | LazyHeaderIndex,
+            body_size: int | None) -> str | None:
     """None when the request meets every condition; otherwise which one it does not meet, in words that
     never quote a request's value (they reach the box and the audit record)."""
     if max_body_size is not None and (body_size is None or body_size > max_body_size):

@@ -181,7 +181,7 @@ def _evaluate(run: RunState, facts: RequestFacts, grants: Sequence[GrantRule], n
     except NormalizationError as exc:
         return _no_grant(f"request rejected: {exc}", sentinels)
 
-    headers = conditions.header_index(facts.headers)
+    headers = conditions.LazyHeaderIndex(facts.headers)
     body_size = _body_size(facts.body_size)
     candidates = []
     for grant in grants:

@@ -22,6 +22,10 @@ MCP_TOOL_CALL = "tools/call"
 TOOL_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 
 
+# Request headers by lower-case name (conditions.header_index, or its lazy form).
+HeaderLookup = Mapping[str, tuple[str | None, ...]] | conditions.LazyHeaderIndex
+
+
 class PatternError(ValueError):
     """A grant field that cannot be compiled; the message names what is wrong."""
 
@@ -150,7 +154,7 @@ def compile_match(*, worker_id, host, port, schemes, methods, paths, mcp_tools, 
 
 def match(
     compiled: CompiledMatch, *, worker_id, method: str, scheme: str, host: str, port: int, path: str,
-    mcp: tuple, headers: Mapping[str, tuple[str | None, ...]] | None = None, body_size: int | None = None,
+    mcp: tuple, headers: HeaderLookup | None = None, body_size: int | None = None,
 ) -> Specificity | None:
     """None when the grant does not apply; otherwise how specifically it applies.
     `host` and `path` must already be normalised, `port` explicit; `headers` as conditions.header_index
@@ -165,7 +169,7 @@ def match(
     return spec
 
 
-def unmet_condition(compiled: CompiledMatch, *, headers: Mapping[str, tuple[str | None, ...]] | None,
+def unmet_condition(compiled: CompiledMatch, *, headers: HeaderLookup | None,
                     body_size: int | None) -> str | None:
     """Which of the grant's header conditions or body-size limit the request does not meet, or None."""
     return conditions.failure(compiled.conditions, compiled.max_body_size, wall=compiled.wall,
