@@ -27,8 +27,8 @@ def test_admin_edits_header_conditions_and_tests_a_request(world, page_for):
     page.fill("#id_try_url", url)
     page.fill("#id_try_headers", "Content-Type: application/json\nX-HTTP-Method-Override: POST")
     page.fill("#id_try_body_size", "10")
-    page.click("input[name=_save]")
-    page.wait_for_load_state()
+    with page.expect_navigation():
+        page.click("input[name=_save]")
     panel = page.locator("#trial-result")
     assert panel.is_visible()
     text = panel.inner_text()
@@ -40,8 +40,8 @@ def test_admin_edits_header_conditions_and_tests_a_request(world, page_for):
     harness.shot(page, "31-grant-conditions-test-refused")
 
     page.fill("#id_try_headers", "content-type: application/json")
-    page.click("input[name=_save]")
-    page.wait_for_load_state()
+    with page.expect_navigation():
+        page.click("input[name=_save]")
     text = page.locator("#trial-result").inner_text()
     assert "Test result: ask" in text and f"POST {url}: ask by grant {grant.slug}" in text
     assert "judged with headers content-type and a body of 10 bytes" in text
@@ -49,8 +49,10 @@ def test_admin_edits_header_conditions_and_tests_a_request(world, page_for):
     harness.shot(page, "32-grant-conditions-test-ask")
 
     page.uncheck("#id_try_only")
-    page.click("input[name=_continue]")
-    page.wait_for_load_state()
+    with page.expect_navigation():
+        page.click("input[name=_continue]")
+    page.wait_for_selector(".messagelist, .errornote")
+    assert page.locator(".errornote").count() == 0, page.inner_text("body")[:3000]
     saved = Grant.objects.get(pk=grant.pk)
     assert saved.header_conditions == [{"name": "content-type", "equals": "application/json"},
                                        {"name": "x-http-method-override", "absent": True}]
