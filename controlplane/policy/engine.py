@@ -183,12 +183,13 @@ def _evaluate(run: RunState, facts: RequestFacts, grants: Sequence[GrantRule], n
 
     headers = conditions.LazyHeaderIndex(facts.headers)
     body_size = _body_size(facts.body_size)
+    mcp = tuple(facts.mcp)
     candidates = []
     for grant in grants:
         if not grant.enabled:
             continue
         spec = matching.match(grant.compiled, worker_id=run.worker_id, method=method, scheme=scheme,
-                              host=host, port=port, path=path, mcp=tuple(facts.mcp), headers=headers,
+                              host=host, port=port, path=path, mcp=mcp, headers=headers,
                               body_size=body_size)
         if spec is not None:
             candidates.append((spec, grant))

@@ -155,32 +155,12 @@ def compile_match(*, worker_id, host, port, schemes, methods, paths, mcp_tools, 
 def match(
     compiled: CompiledMatch, *, worker_id, method: str, scheme: str, host: str, port: int, path: str,
     mcp: tuple, headers: HeaderLookup | None = None, body_size: int | None = None,
+    judge_conditions: bool = True,
 ) -> Specificity | None:
     """None when the grant does not apply; otherwise how specifically it applies.
     `host` and `path` must already be normalised, `port` explicit; `headers` as conditions.header_index
-    gives them (absent: no headers), `body_size` None when not known."""
-    spec = match_target(compiled, worker_id=worker_id, method=method, scheme=scheme, host=host, port=port,
-                        path=path, mcp=mcp)
-    if spec is None or (scheme == "tunnel" and compiled.any_scheme):
-        return spec  # a tunnel hides headers and body: a deny that could apply inside it covers it
-    if (compiled.conditions or compiled.max_body_size is not None) and unmet_condition(
-            compiled, headers=headers, body_size=body_size) is not None:
-        return None
-    return spec
-
-
-def unmet_condition(compiled: CompiledMatch, *, headers: HeaderLookup | None,
-                    body_size: int | None) -> str | None:
-    """Which of the grant's header conditions or body-size limit the request does not meet, or None."""
-    return conditions.failure(compiled.conditions, compiled.max_body_size, wall=compiled.wall,
-                              headers=headers or {}, body_size=body_size)
-
-
-def match_target(
-    compiled: CompiledMatch, *, worker_id, method: str, scheme: str, host: str, port: int, path: str,
-    mcp: tuple,
-) -> Specificity | None:
-    """`match` without the header conditions and body-size limit: what the request is aimed at."""
+    gives them (absent: no headers), `body_size` None when not known. Without `judge_conditions`, what
+    the request is aimed at (`match_target`)."""
     if compiled.worker_id is not None and compiled.worker_id != worker_id:
         return None
     # Host first: it is what rules out most grants, and it is a string comparison.
@@ -199,7 +179,7 @@ def match_target(
         if port != expected_port:
             return None
     if compiled.any_scheme and scheme == "tunnel":
-        # A tunnel hides method, path and tools: a deny that could apply inside it covers the tunnel.
+        # A tunnel hides method, path, tools and headers: a deny that could apply inside it covers it.
         return _specificity(compiled, None)
     if compiled.methods and method not in compiled.methods:
         return None
@@ -211,7 +191,22 @@ def match_target(
         best_path = max(matching, key=lambda p: (p.literal_chars, p.exact))
     if compiled.mcp_tools and not _mcp_allowed(compiled.mcp_tools, mcp):
         return None
+    if judge_conditions and (compiled.conditions or compiled.max_body_size is not None) and unmet_condition(
+            compiled, headers=headers, body_size=body_size) is not None:
+        return None
     return _specificity(compiled, best_path)
+
+
+def match_target(compiled: CompiledMatch, **request) -> Specificity | None:
+    """`match` without the header conditions and body-size limit: what the request is aimed at."""
+    return match(compiled, **request, judge_conditions=False)
+
+
+def unmet_condition(compiled: CompiledMatch, *, headers: HeaderLookup | None,
+                    body_size: int | None) -> str | None:
+    """Which of the grant's header conditions or body-size limit the request does not meet, or None."""
+    return conditions.failure(compiled.conditions, compiled.max_body_size, wall=compiled.wall,
+                              headers=headers or {}, body_size=body_size)
 
 
 def _specificity(compiled: CompiledMatch, best_path: PathPattern | None) -> Specificity:
