@@ -135,10 +135,13 @@ class LazyHeaderIndex:
         return self._index.get(name, default)
 
 
-def _value_holds(condition: HeaderCondition, value: str) -> bool:
+def _value_holds(condition: HeaderCondition, value: str, wall: bool) -> bool:
     if condition.op == "equals":
         return value == condition.value
-    return condition.regex.fullmatch(value) is not None
+    try:
+        return condition.regex.fullmatch(value) is not None
+    except UnicodeEncodeError:  # bytes that are not UTF-8 (kept as surrogates): a value not known
+        return wall
 
 
 def _holds(condition: HeaderCondition, values: tuple[str | None, ...], *, wall: bool) -> bool:
@@ -152,8 +155,8 @@ def _holds(condition: HeaderCondition, values: tuple[str | None, ...], *, wall: 
         return wall  # a value not known: a deny holds, an allow is not met
     readings = values if len(values) == 1 else (*values, ", ".join(values))
     if wall:
-        return any(_value_holds(condition, v) for v in readings)
-    return all(_value_holds(condition, v) for v in readings)
+        return any(_value_holds(condition, v, wall) for v in readings)
+    return all(_value_holds(condition, v, wall) for v in readings)
 
 
 def failure(conditions: tuple[HeaderCondition, ...], max_body_size: int | None, *, wall: bool,

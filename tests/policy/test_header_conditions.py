@@ -51,6 +51,10 @@ CASES = [
     ("absent not met by an empty value", [g(header_conditions=[NO_OVERRIDE])], req([("x-http-method-override", "")]), "deny", "no_grant", None),
     ("every condition must hold", [g(header_conditions=[JSON, NO_OVERRIDE])], req([CT_JSON, ("x-http-method-override", "PUT")]), "deny", "no_grant", None),
     ("a value not known fails an allow", [g(header_conditions=[JSON])], req([("content-type", None)]), "deny", "no_grant", None),
+    ("a value that is not UTF-8 fails an allow's pattern", [g(header_conditions=[JSONISH])], req([("content-type", "application/json\udcff")]), "deny", "no_grant", None),
+    ("a value that is not UTF-8 holds for a deny's pattern",
+     [g("allow"), g("no-json", mode="deny", header_conditions=[{"name": "content-type", "matches": "text/.*"}])],
+     req([("content-type", "text/\udcff")]), "deny", "denied_by_grant", "no-json"),
     # body size
     ("body at the limit", [g(max_body_size=1024)], req(body_size=1024), "allow", None, "g"),
     ("body one over the limit", [g(max_body_size=1024)], req(body_size=1025), "deny", "no_grant", None),
