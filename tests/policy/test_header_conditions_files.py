@@ -164,3 +164,20 @@ def test_condition_changes_are_audited_with_before_and_after(tmp_path):
     assert "updated: 1" in run("import", write(tmp_path / "b", {"no-override.toml": changed}))
     record = AuditRecord.objects.filter(kind="grant_change").order_by("-seq").first()
     assert '"present":true' in record.body and '"absent":true' in record.body
+
+
+def test_the_documented_file_example_validates():
+    import re
+    import tomllib
+
+    from controlplane.fleet.models import Worker
+
+    Worker.objects.create(name="researcher")
+    Secret.objects.create(name="openai-main", kind="openai", ciphertext=b"x", sentinel="sk-proj-doc")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "grants.md").read_text()
+    example = re.search(r"```toml\n(.*?)```", doc, re.DOTALL).group(1)
+    values = validate_grant(tomllib.loads(example), slug="openai-chat").values
+    assert values["max_body_size"] == 65536
+    assert values["header_conditions"] == [
+        {"name": "content-type", "matches": r"application/json(;\s*charset=utf-8)?"},
+        {"name": "x-http-method-override", "absent": True}]
