@@ -20,6 +20,7 @@ from controlplane.fleet.models import Run
 from controlplane.ledger.types import ModelCallFacts
 from controlplane.policy import engine
 from controlplane.policy.engine import DenyReason, Verdict
+from controlplane.vault.redact import MASK
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,8 @@ def _rejudge(approval: Approval, run: Run, facts: dict, sentinel_ids: frozenset[
     the approval's allow."""
     judged = request_facts(method=approval.request["method"], scheme=facts["scheme"], host=facts["host"],
                            port=facts["port"], path=facts["path"], mcp=facts.get("mcp", ()),
-                           sentinel_ids=sentinel_ids)
+                           sentinel_ids=sentinel_ids, headers=_stored_headers(approval.request),
+                           body_size=approval.request.get("body_size"))
     decision = engine.require_authentic(engine.evaluate(
         run_state(run), judged, grant_rules_for_worker(run.worker_id), timezone.now()))
     if decision.verdict == Verdict.ASK:
@@ -90,3 +92,9 @@ def _rejudge(approval: Approval, run: Run, facts: dict, sentinel_ids: frozenset[
             return engine.deny(DenyReason.NO_GRANT, "the grant this approval was for no longer matches")
         return engine.allow_approved(decision.grant, f"approved by {who} via {approval.channel}")
     return decision
+
+
+def _stored_headers(snapshot: dict) -> list[tuple[str, str | None]]:
+    """The held request's headers as its snapshot keeps them (the approval digest bound them). A masked
+    value is not known: a header condition on it fails an allow and holds for a deny."""
+    return [(name, None if value == MASK else value) for name, value in snapshot.get("headers") or ()]

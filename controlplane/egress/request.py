@@ -18,11 +18,15 @@ def new_decision_id() -> str:
 
 
 def request_facts(*, method: str, scheme: str, host: str, port: int, path: str,
-                  mcp: Iterable[Sequence[str | None]], sentinel_ids: frozenset[int]) -> engine.RequestFacts:
-    """The facts the policy engine judges. `mcp` is (method, tool) pairs."""
+                  mcp: Iterable[Sequence[str | None]], sentinel_ids: frozenset[int],
+                  headers: Iterable[Sequence[str | None]] = (), body_size: int | None = None,
+                  ) -> engine.RequestFacts:
+    """The facts the policy engine judges. `mcp` is (method, tool) pairs; `headers` (name, value) pairs
+    as the gateway forwards them (a None value: not known); `body_size` None when not known."""
     return engine.RequestFacts(
         method=method, scheme=scheme, host=host, port=port, path=path,
         mcp=tuple(engine.McpCall(method=m, tool=t) for m, t in mcp), sentinel_secret_ids=sentinel_ids,
+        headers=tuple((n, v) for n, v in headers), body_size=body_size,
     )
 
 
@@ -63,4 +67,5 @@ class EgressRequest:
 
     def facts(self, sentinel_ids: frozenset[int]) -> engine.RequestFacts:
         return request_facts(method=self.method, scheme=self.scheme, host=self.host, port=self.port,
-                             path=self.path, mcp=self.mcp, sentinel_ids=sentinel_ids)
+                             path=self.path, mcp=self.mcp, sentinel_ids=sentinel_ids, headers=self.headers,
+                             body_size=self.body_size)

@@ -1,6 +1,7 @@
 """Grants in the admin. The form runs the shared validator (controlplane.policy.validation) and shows
 its messages on the fields they name; every save and delete goes through the audited grant services;
-the change page previews in plain words what the grant matches."""
+the change page previews in plain words what the saved grant matches, and "test a request" answers in a
+result panel above the form without saving."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 from controlplane.core.errors import ValidationFailed
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Worker
-from controlplane.policy import admin_trial, preview
+from controlplane.policy import admin_trial, conditions, preview
 from controlplane.policy.engine import GrantRule
 from controlplane.policy.grant_services import grant_delete, grant_save
 from controlplane.policy.models import Grant
@@ -27,12 +28,39 @@ def _split(text: str) -> list[str]:
     return [part for part in re.split(r"[\s,]+", text or "") if part]
 
 
+def parse_conditions(text: str) -> list[dict] | str:
+    """The form's header conditions, one per line: "content-type: equals application/json",
+    "x-http-method-override: absent", "x-tenant: present", "accept: matches application/(json|xml)".
+    Returns the file form for the validator, or a message naming the line that cannot be read."""
+    out = []
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, colon, rest = line.partition(":")
+        op, _, value = rest.strip().partition(" ")
+        if not colon or op not in conditions.OPS or (op in conditions.VALUE_OPS) != bool(value.strip()):
+            return (f"line {number}: write 'NAME: present', 'NAME: absent', 'NAME: equals VALUE' or "
+                    "'NAME: matches PATTERN'")
+        out.append({"name": name.strip(), op: value.strip() if op in conditions.VALUE_OPS else True})
+    return out
+
+
+def format_conditions(stored) -> str:
+    return "\n".join(f"{c['name']}: {op}" + (f" {c[op]}" if op in conditions.VALUE_OPS else "")
+                     for c in stored or () for op in conditions.OPS if op in c)
+
+
 class GrantForm(forms.ModelForm):
     methods = forms.CharField(required=False, help_text="e.g. GET POST; empty: any method")
     schemes = forms.CharField(required=False, help_text="http and/or https; empty: https only")
     paths = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
                             help_text="one pattern per line: /v1/chat, /v1/*, /v1/**; empty: any path")
     mcp_tools = forms.CharField(required=False, help_text="MCP tool names; empty: any (and non-MCP traffic)")
+    header_conditions = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="one per line, judged on the box's headers: 'content-type: equals application/json', "
+                  "'x-http-method-override: absent', 'x-tenant: present', 'accept: matches "
+                  "application/(json|xml)' (RE2, whole value); a credential header only present/absent")
     # "Test a request": judged against every grant, with this form's unsaved values in place of the grant.
     try_only = forms.BooleanField(required=False, label="Only test a request, don't save",
                                   help_text="Tick, fill in the request below and press Save: nothing is "
@@ -53,8 +81,9 @@ class GrantForm(forms.ModelForm):
     class Meta:
         model = Grant
         fields = ["slug", "description", "enabled", "worker", "mode", "host", "port", "schemes", "methods",
-                  "paths", "mcp_tools", "tunnel", "max_taint", "result_class", "untrusted", "expires_at",
-                  "secret", "inject_header", "inject_format", "cost_per_call", "trace"]
+                  "paths", "mcp_tools", "header_conditions", "max_body_size", "tunnel", "max_taint",
+                  "result_class", "untrusted", "expires_at", "secret", "inject_header", "inject_format",
+                  "cost_per_call", "trace"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -62,7 +91,9 @@ class GrantForm(forms.ModelForm):
             for name in ("methods", "schemes", "mcp_tools"):
                 self.initial[name] = " ".join(getattr(self.instance, name) or [])
             self.initial["paths"] = "\n".join(self.instance.paths or [])
+            self.initial["header_conditions"] = format_conditions(self.instance.header_conditions)
         self.spec = None
+        self.trial_panel = None  # a test's answer, shown above the form
         self.actor = ""  # set by the admin: who a dry-run's record names
 
     def clean(self):
@@ -88,6 +119,13 @@ class GrantForm(forms.ModelForm):
             data[name] = DataClass(int(value)).label if value not in (None, "") else ""
         if cleaned.get("port") is not None:
             data["port"] = cleaned["port"]
+        if cleaned.get("max_body_size") is not None:
+            data["max_body_size"] = cleaned["max_body_size"]
+        parsed = parse_conditions(cleaned.get("header_conditions"))
+        if isinstance(parsed, str):
+            self.add_error("header_conditions", parsed)
+        else:
+            data["header_conditions"] = parsed
         if cleaned.get("expires_at") is not None:
             data["expires"] = cleaned["expires_at"]
         if worker is not None:
@@ -103,11 +141,18 @@ class GrantForm(forms.ModelForm):
                 field = _FIELD_FOR_ERROR.get(field, field)
                 self.add_error(field if field in self.fields else None, message)
         if cleaned.get("try_only") and self.spec is not None:
-            self.add_error("try_url", admin_trial.answer(self.spec, cleaned, self.instance,
-                                                         actor=self.actor))
+            try:
+                self.trial_panel = admin_trial.answer(self.spec, cleaned, self.instance, actor=self.actor)
+            except forms.ValidationError as exc:
+                self.add_error("try_url", exc)
         elif cleaned.get("try_only"):
             self.add_error("try_url", "Nothing tested or saved: fix the grant's errors first.")
         return cleaned
+
+    def is_valid(self) -> bool:
+        # A test is answered, never saved: the admin then shows the page again, with the panel and
+        # without an error note (the form has no errors).
+        return super().is_valid() and self.trial_panel is None
 
 
 @admin.register(Grant)
@@ -118,6 +163,12 @@ class GrantAdmin(admin.ModelAdmin):
     search_fields = ["slug", "host", "description"]
     readonly_fields = ["what_this_matches", "created_at", "updated_at"]
     actions = ["delete_selected"]
+    change_form_template = "admin/policy/grant/change_form.html"
+
+    def render_change_form(self, request, context, *args, **kwargs):
+        adminform = context.get("adminform")
+        context["trial_panel"] = getattr(getattr(adminform, "form", None), "trial_panel", None)
+        return super().render_change_form(request, context, *args, **kwargs)
 
     def get_readonly_fields(self, request, obj=None):
         # The slug is the file id; renaming would orphan files and audit history.
@@ -148,6 +199,10 @@ class GrantAdmin(admin.ModelAdmin):
     @admin.display(description="What this grant matches")
     def what_this_matches(self, obj):
         if obj is None or obj.pk is None:
+            return "Save the grant to see a preview."
+        # The saved grant, read again: after a test or a refused save, `obj` holds the form's raw text.
+        obj = Grant.objects.select_related("worker", "secret").filter(pk=obj.pk).first()
+        if obj is None:
             return "Save the grant to see a preview."
         rule = GrantRule.from_model(obj)
         rows = format_html_join("", "<li>{} <code>{}</code></li>",

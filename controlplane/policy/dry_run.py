@@ -140,5 +140,7 @@ def _facts(record: AuditRecord) -> tuple[RequestFacts, DataClass, str, str] | No
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     mcp = tuple(McpCall(m[0], m[1]) for m in data.get("mcp") or ()
                 if isinstance(m, list) and len(m) == 2 and isinstance(m[0], str))
+    size = data.get("body_size")  # recorded; headers are not, so a replay is judged without any
+    size = size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
     return (RequestFacts(method=method, scheme=parts.scheme, host=parts.hostname, port=port, path=path,
-                         mcp=mcp), taint, method, url)
+                         mcp=mcp, body_size=size), taint, method, url)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from controlplane.core.taint import DataClass
-from controlplane.policy import matching
+from controlplane.policy import conditions, matching
 from controlplane.policy.decision import Decision, DenyReason, Verdict
 from controlplane.policy.decision import is_authentic as is_authentic  # re-exported: the engine's API
 from controlplane.policy.decision import mint as _mint
@@ -55,6 +55,10 @@ class RequestFacts:
     path: str
     mcp: tuple[McpCall, ...] = ()
     sentinel_secret_ids: frozenset[int] = frozenset()
+    # The box's request headers as the gateway forwards them, every line as (name, value); a value of
+    # None is not known (masked in a stored approval). Injected credentials are never among them.
+    headers: tuple[tuple[str, str | None], ...] = ()
+    body_size: int | None = None  # bytes forwarded; None: not known (over any grant's max_body_size)
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,8 @@ class GrantRule:
     tunnel: bool = False
     trace: bool = False
     enabled: bool = True
+    header_conditions: tuple = ()  # stored form, controlplane.policy.conditions
+    max_body_size: int | None = None
     compiled: matching.CompiledMatch | None = field(default=None, compare=False, repr=False)
     broken: str = field(default="", compare=False)
 
@@ -93,11 +99,18 @@ class GrantRule:
         object.__setattr__(self, "result_class", DataClass(self.result_class))
         for name in ("methods", "schemes", "paths", "mcp_tools"):
             object.__setattr__(self, name, tuple(getattr(self, name) or ()))
+        # Hashable, frozen copies ((key, value) pairs per condition): a snapshot never changes under the
+        # policy cache; anything else is left as it is, for the compiler to call broken.
+        raw = self.header_conditions
+        if isinstance(raw, list | tuple):
+            raw = tuple(tuple(c.items()) if isinstance(c, dict) else c for c in raw)
+        object.__setattr__(self, "header_conditions", raw)
         try:
             compiled = matching.compile_match(
                 worker_id=self.worker_id, host=self.host, port=self.port, schemes=self.schemes,
                 methods=self.methods, paths=self.paths, mcp_tools=self.mcp_tools, tunnel=self.tunnel,
-                wall=self.mode == Mode.DENY,
+                wall=self.mode == Mode.DENY, header_conditions=self.header_conditions,
+                max_body_size=self.max_body_size,
             )
             object.__setattr__(self, "compiled", compiled)
             object.__setattr__(self, "broken", "")
@@ -117,6 +130,7 @@ class GrantRule:
             secret_name=secret.name if secret is not None else None, inject_header=grant.inject_header,
             inject_format=grant.inject_format, cost_per_call=grant.cost_per_call, tunnel=grant.tunnel,
             trace=grant.trace, enabled=grant.enabled,
+            header_conditions=tuple(grant.header_conditions or ()), max_body_size=grant.max_body_size,
         )
 
 
@@ -167,17 +181,22 @@ def _evaluate(run: RunState, facts: RequestFacts, grants: Sequence[GrantRule], n
     except NormalizationError as exc:
         return _no_grant(f"request rejected: {exc}", sentinels)
 
+    headers = conditions.LazyHeaderIndex(facts.headers)
+    body_size = _body_size(facts.body_size)
+    mcp = tuple(facts.mcp)
     candidates = []
     for grant in grants:
         if not grant.enabled:
             continue
         spec = matching.match(grant.compiled, worker_id=run.worker_id, method=method, scheme=scheme,
-                              host=host, port=port, path=path, mcp=tuple(facts.mcp))
+                              host=host, port=port, path=path, mcp=mcp, headers=headers,
+                              body_size=body_size)
         if spec is not None:
             candidates.append((spec, grant))
     target = f"{method} {scheme}://{host}:{port}{path}"
     if not candidates:
-        return _no_grant(f"no grant matches {target}", sentinels)
+        near = _near_miss(grants, run, method, scheme, host, port, path, facts, headers, body_size)
+        return _no_grant(f"no grant matches {target}" + (f" ({near})" if near else ""), sentinels)
 
     live = [(s, g) for s, g in candidates if not _expired(g, now)]
     denies = [(s, g) for s, g in live if g.mode == Mode.DENY]
@@ -210,6 +229,28 @@ def _method(method) -> str:
     if not isinstance(method, str) or not method.isascii() or not method.isalpha() or len(method) > 16:
         raise NormalizationError(f"method {method!r} is not an HTTP method")
     return method.upper()
+
+
+def _body_size(size) -> int | None:
+    if size is None:
+        return None
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ValueError("body_size must be a whole number of bytes or None")
+    return size
+
+
+def _near_miss(grants, run, method, scheme, host, port, path, facts, headers, body_size) -> str:
+    """Why the first grant (by slug) aimed at this request did not match it: an unmet header condition or
+    body-size limit. "" when none was aimed at it. Only on the no-match path, so allows pay nothing."""
+    for grant in sorted((g for g in grants if g.enabled and g.mode != Mode.DENY
+                         and (g.compiled.conditions or g.compiled.max_body_size is not None)),
+                        key=lambda g: g.slug):
+        if matching.match_target(grant.compiled, worker_id=run.worker_id, method=method, scheme=scheme,
+                                 host=host, port=port, path=path, mcp=tuple(facts.mcp)) is not None:
+            unmet = matching.unmet_condition(grant.compiled, headers=headers, body_size=body_size)
+            if unmet:
+                return f"grant {grant.slug!r} would, but {unmet}"
+    return ""
 
 
 def _expired(grant: GrantRule, now: datetime) -> bool:

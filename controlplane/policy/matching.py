@@ -7,8 +7,10 @@ Grant fields are compiled once (`compile_match`) so that matching hundreds of gr
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from controlplane.policy import conditions
 from controlplane.policy.normalize import DEFAULT_PORTS, NormalizationError, normalize_host, normalize_path
 
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -18,6 +20,10 @@ DEFAULT_GRANT_SCHEMES = ("https",)
 MCP_SESSION_METHODS = frozenset({"initialize", "notifications/initialized", "ping", "tools/list"})
 MCP_TOOL_CALL = "tools/call"
 TOOL_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
+
+
+# Request headers by lower-case name (conditions.header_index, or its lazy form).
+HeaderLookup = Mapping[str, tuple[str | None, ...]] | conditions.LazyHeaderIndex
 
 
 class PatternError(ValueError):
@@ -36,6 +42,7 @@ class Specificity:
     methods_listed: int
     worker_specific: int
     mcp_tools_listed: int
+    conditions_listed: int = 0  # header conditions and a body-size limit, counted
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,10 @@ class CompiledMatch:
     # without schemes every scheme, tunnels included.
     any_port: bool = False
     any_scheme: bool = False
+    # Judged on the box's headers and body size (controlplane.policy.conditions); a deny's are `wall`.
+    conditions: tuple[conditions.HeaderCondition, ...] = ()
+    max_body_size: int | None = None
+    wall: bool = False
 
 
 def parse_host_pattern(pattern: str) -> tuple[str, bool]:
@@ -109,7 +120,7 @@ def compile_path_pattern(pattern: str) -> PathPattern:
 
 
 def compile_match(*, worker_id, host, port, schemes, methods, paths, mcp_tools, tunnel,
-                  wall: bool = False) -> CompiledMatch:
+                  wall: bool = False, header_conditions=(), max_body_size=None) -> CompiledMatch:
     """`wall`: the grant denies; its absent port and schemes mean every port and scheme."""
     canonical_host, wildcard = parse_host_pattern(host)
     if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
@@ -124,20 +135,32 @@ def compile_match(*, worker_id, host, port, schemes, methods, paths, mcp_tools, 
     bad_tools = [t for t in mcp_tools if not isinstance(t, str) or not TOOL_RE.match(t)]
     if bad_tools:
         raise PatternError(f"MCP tool name {bad_tools[0]!r} is not valid")
+    try:
+        compiled_conditions = conditions.compile_conditions(header_conditions)
+        limit = conditions.check_max_body_size(max_body_size, wall=wall)
+    except conditions.ConditionError as exc:
+        raise PatternError(str(exc)) from None
+    if tunnel and (compiled_conditions or limit is not None):
+        raise PatternError("a tunnel grant is judged on host and port only; it cannot have header "
+                           "conditions or max_body_size")
     return CompiledMatch(
         worker_id=worker_id, host=canonical_host, wildcard=wildcard, port=port,
         schemes=frozenset(schemes or DEFAULT_GRANT_SCHEMES), methods=frozenset(methods),
         paths=tuple(compile_path_pattern(p) for p in paths), mcp_tools=frozenset(mcp_tools), tunnel=tunnel,
         any_port=wall and port is None, any_scheme=wall and not schemes and not tunnel,
+        conditions=compiled_conditions, max_body_size=limit, wall=wall,
     )
 
 
 def match(
     compiled: CompiledMatch, *, worker_id, method: str, scheme: str, host: str, port: int, path: str,
-    mcp: tuple,
+    mcp: tuple, headers: HeaderLookup | None = None, body_size: int | None = None,
+    judge_conditions: bool = True,
 ) -> Specificity | None:
     """None when the grant does not apply; otherwise how specifically it applies.
-    `host` and `path` must already be normalised, `port` explicit."""
+    `host` and `path` must already be normalised, `port` explicit; `headers` as conditions.header_index
+    gives them (absent: no headers), `body_size` None when not known. Without `judge_conditions`, what
+    the request is aimed at (`match_target`)."""
     if compiled.worker_id is not None and compiled.worker_id != worker_id:
         return None
     # Host first: it is what rules out most grants, and it is a string comparison.
@@ -156,7 +179,7 @@ def match(
         if port != expected_port:
             return None
     if compiled.any_scheme and scheme == "tunnel":
-        # A tunnel hides method, path and tools: a deny that could apply inside it covers the tunnel.
+        # A tunnel hides method, path, tools and headers: a deny that could apply inside it covers it.
         return _specificity(compiled, None)
     if compiled.methods and method not in compiled.methods:
         return None
@@ -168,7 +191,22 @@ def match(
         best_path = max(matching, key=lambda p: (p.literal_chars, p.exact))
     if compiled.mcp_tools and not _mcp_allowed(compiled.mcp_tools, mcp):
         return None
+    if judge_conditions and (compiled.conditions or compiled.max_body_size is not None) and unmet_condition(
+            compiled, headers=headers, body_size=body_size) is not None:
+        return None
     return _specificity(compiled, best_path)
+
+
+def match_target(compiled: CompiledMatch, **request) -> Specificity | None:
+    """`match` without the header conditions and body-size limit: what the request is aimed at."""
+    return match(compiled, **request, judge_conditions=False)
+
+
+def unmet_condition(compiled: CompiledMatch, *, headers: HeaderLookup | None,
+                    body_size: int | None) -> str | None:
+    """Which of the grant's header conditions or body-size limit the request does not meet, or None."""
+    return conditions.failure(compiled.conditions, compiled.max_body_size, wall=compiled.wall,
+                              headers=headers or {}, body_size=body_size)
 
 
 def _specificity(compiled: CompiledMatch, best_path: PathPattern | None) -> Specificity:
@@ -181,6 +219,7 @@ def _specificity(compiled: CompiledMatch, best_path: PathPattern | None) -> Spec
         methods_listed=1 if compiled.methods else 0,
         worker_specific=1 if compiled.worker_id is not None else 0,
         mcp_tools_listed=1 if compiled.mcp_tools else 0,
+        conditions_listed=len(compiled.conditions) + (compiled.max_body_size is not None),
     )
 
 

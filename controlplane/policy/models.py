@@ -26,6 +26,14 @@ class Grant(models.Model):
     port = models.PositiveIntegerField(null=True, blank=True, help_text="empty: the scheme's default port")
     paths = models.JSONField(default=list, blank=True, help_text='path patterns, e.g. ["/v1/*"]; empty: any')
     mcp_tools = models.JSONField(default=list, blank=True, help_text="MCP tool names; empty: any")
+    header_conditions = models.JSONField(
+        default=list, blank=True,
+        help_text='e.g. [{"name": "content-type", "equals": "application/json"}, '
+                  '{"name": "x-http-method-override", "absent": true}]; empty: any headers',
+    )
+    max_body_size = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="bytes; empty: up to the gateway's body limit (allow and ask only)"
+    )
     mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.AUTO)
     max_taint = models.PositiveSmallIntegerField(choices=DataClass.choices, default=DataClass.PRIVATE)
     result_class = models.PositiveSmallIntegerField(choices=DataClass.choices, default=DataClass.PRIVATE)

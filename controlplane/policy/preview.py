@@ -26,6 +26,13 @@ def describe(rule: GrantRule, worker_name: str | None = None) -> str:
         if rule.mcp_tools:
             target += f", MCP tools {', '.join(rule.mcp_tools)} only"
     parts = [f"{verb} {target} from {who}, while the run's taint is at most {rule.max_taint.label}."]
+    if rule.compiled.conditions:
+        joined = "; ".join(c.describe() for c in rule.compiled.conditions)
+        parts.append(f"Only when {joined} (judged on the box's headers; "
+                     + ("any line of a repeated header counts)." if rule.mode == "deny"
+                        else "a repeated header must meet it on every line)."))
+    if rule.max_body_size is not None:
+        parts.append(f"Only for a body of at most {rule.max_body_size} bytes.")
     if rule.mode != "deny":
         parts.append(f"Results count as {rule.result_class.label}"
                      + (" and mark the run untrusted." if rule.untrusted else "."))
@@ -55,8 +62,22 @@ def _example_paths(rule: GrantRule) -> list[str]:
     return out
 
 
+def _example_headers(rule: GrantRule) -> dict[str, tuple[str, ...]]:
+    """Headers that meet the grant's conditions where an example value is obvious (present: "x";
+    equals: the value); a `matches` condition is met only by a value the admin wrote, so it is left out
+    and the examples then show what a request without that header gets."""
+    out: dict[str, tuple[str, ...]] = {}
+    for condition in rule.compiled.conditions:
+        if condition.op == "present":
+            out[condition.name] = ("x",)
+        elif condition.op == "equals":
+            out[condition.name] = (condition.value,)
+    return out
+
+
 def examples(rule: GrantRule) -> list[tuple[str, bool]]:
-    """(URL, matches) pairs; the method is the grant's first listed method (or GET)."""
+    """(URL, matches) pairs for a request that meets the grant's header conditions where it can and has
+    no body; the method is the grant's first listed method (or GET)."""
     if rule.broken or rule.compiled is None:
         return []
     method = "CONNECT" if rule.tunnel else (rule.methods[0] if rule.methods else "GET")
@@ -67,10 +88,11 @@ def examples(rule: GrantRule) -> list[tuple[str, bool]]:
     other_port = port + 1 if port < 65535 else port - 1
     candidates.append((_example_hosts(rule)[0], other_port, paths[0]))
     mcp = (McpCall(matching.MCP_TOOL_CALL, rule.mcp_tools[0]),) if rule.mcp_tools else ()
+    headers = _example_headers(rule)
     out = []
     for host, p, path in candidates:
         spec = matching.match(rule.compiled, worker_id=rule.worker_id, method=method, scheme=scheme,
-                              host=host, port=p, path=path, mcp=mcp)
+                              host=host, port=p, path=path, mcp=mcp, headers=headers, body_size=0)
         shown = f"{host}:{p}" if rule.tunnel else f"{method} {scheme}://{host}:{p}{path}"
         out.append((shown, spec is not None))
     matched = [e for e in out if e[1]][: MAX_EXAMPLES // 2]

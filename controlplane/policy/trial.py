@@ -5,6 +5,7 @@ nothing is reserved or recorded."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
@@ -15,14 +16,18 @@ from django.utils import timezone
 from controlplane.core.errors import RosterError
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Worker
-from controlplane.policy import engine, matching
+from controlplane.policy import conditions, engine, matching
 from controlplane.policy.engine import GrantRule, McpCall, RequestFacts, RunState
 from controlplane.policy.models import Grant
 from controlplane.policy.normalize import NormalizationError, normalize_host, normalize_path, normalize_port
 
 
 class TrialInvalid(RosterError):
-    """The request to try is not one the gateway could judge (bad URL, method, worker)."""
+    """The request to try is not one the gateway could judge (bad URL, method, worker, headers)."""
+
+
+MAX_TRIAL_HEADERS = 100
+_TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}")
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class TrialResult:
     message: str
     target: str
     candidates: tuple[Candidate, ...]
+    judged_with: str = ""  # the header names and body size the request was judged with (never values)
 
 
 def stored_rules(worker: Worker) -> list[GrantRule]:
@@ -59,7 +65,34 @@ def with_draft(rules: list[GrantRule], draft: GrantRule | None,
     return [r for r in rules if r.slug not in gone] + [draft]
 
 
-def request_facts(method: str, url: str, mcp_tool: str | None = None) -> RequestFacts:
+def parse_headers(lines) -> tuple[tuple[str, str], ...]:
+    """"Name: value" lines (or (name, value) pairs) as the request's headers, as a box would send them."""
+    out = []
+    for line in lines or ():
+        if isinstance(line, tuple | list) and len(line) == 2:
+            name, value = line
+        elif isinstance(line, str) and ":" in line:
+            name, _, value = line.partition(":")
+        elif isinstance(line, str) and not line.strip():
+            continue
+        else:
+            raise TrialInvalid(f"header {str(line)[:60]!r} is not 'Name: value'")
+        name, value = str(name).strip(), str(value).strip()
+        if not _TOKEN.fullmatch(name):
+            raise TrialInvalid(f"header name {name[:60]!r} is not a valid header name")
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value) or len(value) > 8192:
+            raise TrialInvalid(f"header {name}: the value has control characters or is too long")
+        out.append((name.lower(), value))
+    if len(out) > MAX_TRIAL_HEADERS:
+        raise TrialInvalid(f"at most {MAX_TRIAL_HEADERS} headers")
+    return tuple(out)
+
+
+def request_facts(method: str, url: str, mcp_tool: str | None = None, *, headers=(),
+                  body_size: int | None = 0) -> RequestFacts:
+    if body_size is not None and (isinstance(body_size, bool) or not isinstance(body_size, int)
+                                  or not 0 <= body_size <= conditions.MAX_BODY_SIZE):
+        raise TrialInvalid("the body size must be a whole number of bytes, 0 or more")
     if not isinstance(url, str) or len(url) > 8192:
         raise TrialInvalid("the URL is missing or too long")
     parts = urlsplit(url.strip())
@@ -76,15 +109,19 @@ def request_facts(method: str, url: str, mcp_tool: str | None = None) -> Request
         path += "?" + parts.query
     mcp = (McpCall(matching.MCP_TOOL_CALL, mcp_tool),) if mcp_tool else ()
     return RequestFacts(method=(method or "").strip().upper(), scheme=parts.scheme, host=parts.hostname,
-                        port=port, path=path, mcp=mcp)
+                        port=port, path=path, mcp=mcp, headers=parse_headers(headers), body_size=body_size)
 
 
 def try_request(worker: Worker, method: str, url: str, *, mcp_tool: str | None = None,
                 taint: DataClass = DataClass.PRIVATE, rules: list[GrantRule] | None = None,
-                now: datetime | None = None) -> TrialResult:
-    """What the engine would answer for this request from a fresh run of `worker` at `taint`."""
+                now: datetime | None = None, headers=(), body_size: int | None = 0) -> TrialResult:
+    """What the engine would answer for this request from a fresh run of `worker` at `taint`, sent with
+    `headers` ("Name: value" lines) and a body of `body_size` bytes (0: no body)."""
     now = now or timezone.now()
-    facts = request_facts(method, url, mcp_tool)
+    facts = request_facts(method, url, mcp_tool, headers=headers, body_size=body_size)
+    names = sorted({name for name, _ in facts.headers})
+    judged_with = (f"headers {', '.join(names)}" if names else "no headers") + (
+        f" and a body of {body_size} bytes" if body_size is not None else " and a body of unknown size")
     rules = stored_rules(worker) if rules is None else rules
     decision = engine.evaluate(RunState(run_id=0, worker_id=worker.pk, taint=DataClass(taint),
                                         untrusted=False), facts, rules, now)
@@ -94,15 +131,21 @@ def try_request(worker: Worker, method: str, url: str, *, mcp_tool: str | None =
         path = normalize_path(facts.path)
     except NormalizationError as exc:
         return TrialResult(decision.verdict.value, _reason(decision), None, decision.message,
-                           f"{facts.method} {url}", (Candidate("-", "-", False, str(exc)),))
+                           f"{facts.method} {url}", (Candidate("-", "-", False, str(exc)),), judged_with)
+    index = conditions.header_index(facts.headers)
     candidates = []
     for rule in sorted(rules, key=lambda r: r.slug):
         if rule.broken:
             candidates.append(Candidate(rule.slug, rule.mode.value, False, f"broken: {rule.broken}"))
             continue
-        spec = matching.match(rule.compiled, worker_id=worker.pk, method=facts.method, scheme=scheme,
-                              host=host, port=port, path=path, mcp=facts.mcp)
+        spec = matching.match_target(rule.compiled, worker_id=worker.pk, method=facts.method, scheme=scheme,
+                                     host=host, port=port, path=path, mcp=facts.mcp)
         if spec is None:
+            continue
+        if matching.match(rule.compiled, worker_id=worker.pk, method=facts.method, scheme=scheme, host=host,
+                          port=port, path=path, mcp=facts.mcp, headers=index, body_size=body_size) is None:
+            unmet = matching.unmet_condition(rule.compiled, headers=index, body_size=body_size)
+            candidates.append(Candidate(rule.slug, rule.mode.value, False, f"aimed at it, but {unmet}"))
             continue
         note = "matches"
         if not rule.enabled:
@@ -112,7 +155,7 @@ def try_request(worker: Worker, method: str, url: str, *, mcp_tool: str | None =
         candidates.append(Candidate(rule.slug, rule.mode.value, rule.enabled, note))
     chosen = decision.grant.slug if decision.grant is not None else None
     return TrialResult(decision.verdict.value, _reason(decision), chosen, decision.message,
-                       f"{facts.method} {scheme}://{host}:{port}{path}", tuple(candidates))
+                       f"{facts.method} {scheme}://{host}:{port}{path}", tuple(candidates), judged_with)
 
 
 def _reason(decision) -> str | None:
@@ -123,6 +166,8 @@ def explain(result: TrialResult) -> list[str]:
     """The answer in lines, for the CLI and the page."""
     lines = [f"{result.target}: {result.verdict}" + (f" ({result.reason})" if result.reason else "")
              + (f" by grant {result.grant}" if result.grant else ""), f"  why: {result.message}"]
+    if result.judged_with:
+        lines.append(f"  judged with {result.judged_with}")
     for c in result.candidates:
         mark = "*" if c.slug == result.grant else " "
         lines.append(f"  {mark} {c.slug} [{c.mode}] {c.note}")

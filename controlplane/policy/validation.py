@@ -14,8 +14,10 @@ from datetime import datetime
 from controlplane.core.errors import ValidationFailed
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Worker
-from controlplane.policy import matching
+from controlplane.policy import conditions, matching
 from controlplane.vault.models import Secret
+from controlplane.vault.redact import is_credential_name
+from controlplane.vault.services import sentinel_secret_ids
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 HEADER_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")
@@ -24,6 +26,15 @@ FORBIDDEN_INJECT_HEADERS = frozenset({
     "host", "proxy-authorization", "content-length", "transfer-encoding", "connection", "upgrade", "te",
     "keep-alive", "trailer", "proxy-connection",
 })
+# Headers a condition cannot name: the gateway strips the proxy's own before judging, the host is the grant's
+# `host`, and the body's framing is judged through `max_body_size`.
+FORBIDDEN_CONDITION_HEADERS = frozenset({
+    "proxy-authorization", "proxy-connection", "proxy-authenticate", "host", "content-length",
+    "transfer-encoding",
+})
+# A run of token characters this long, with letters and digits, reads like a key or token: a grant's
+# conditions are shown on its pages, exported to files and audited, so they never hold one.
+CREDENTIAL_LIKE_RE = re.compile(r"(?=[A-Za-z0-9+/=_]*[0-9])(?=[A-Za-z0-9+/=_]*[A-Za-z])[A-Za-z0-9+/=_]{24,}")
 # RFC 3339 with a mandatory offset ("Z" or ±hh:mm); seconds required, fractions optional.
 RFC3339_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})$")
 
@@ -32,7 +43,7 @@ BOOL_FIELDS = {"untrusted": True, "tunnel": False, "trace": False, "enabled": Tr
 TAINT_FIELDS = {"max_taint": "private", "result_class": "private"}
 KNOWN_KEYS = frozenset({
     "description", "worker", "host", "port", "mode", "expires", "secret", "inject_header", "inject_format",
-    "cost_per_call", *LIST_FIELDS, *BOOL_FIELDS, *TAINT_FIELDS,
+    "cost_per_call", "header_conditions", "max_body_size", *LIST_FIELDS, *BOOL_FIELDS, *TAINT_FIELDS,
 })
 MAX_COST = 2**63 - 1
 MAX_LIST = 64
@@ -202,7 +213,23 @@ def validate_grant(data: dict, *, slug: str, allow_unknown_keys: bool = False) -
     values["inject_header"] = header.lower()
     values["inject_format"] = fmt
 
+    try:
+        values["header_conditions"] = clean_header_conditions(data.get("header_conditions", []))
+    except ValueError as exc:
+        errors["header_conditions"] = str(exc)
+        values["header_conditions"] = []
+    size = data.get("max_body_size")
+    values["max_body_size"] = size if _is_int(size) else None
+    if size is not None and (not _is_int(size) or not 0 <= size <= conditions.MAX_BODY_SIZE):
+        errors["max_body_size"] = "max_body_size must be a whole number of bytes, 0 or more (or absent)"
+    elif size is not None and mode == "deny":
+        errors["max_body_size"] = ("a deny grant covers every body size; max_body_size limits what an allow "
+                                   "or ask grant lets through")
+
     if values["tunnel"] is True:
+        if values["header_conditions"] or size is not None:
+            errors["header_conditions" if values["header_conditions"] else "max_body_size"] = (
+                "a tunnel grant is judged on host and port only; it cannot judge headers or body size")
         for name in ("paths", "methods", "mcp_tools", "schemes"):
             if values[name]:
                 errors[name] = f"a tunnel grant is judged on host and port only; {name} must be empty"
@@ -214,6 +241,65 @@ def validate_grant(data: dict, *, slug: str, allow_unknown_keys: bool = False) -
     if errors:
         raise ValidationFailed(errors)
     return GrantSpec(slug=slug, values=values)
+
+
+def clean_header_conditions(raw) -> list[dict]:
+    """Header conditions in file form to stored form: names lower-cased, each checked; ValueError names
+    the first problem. Values are checked for what must never be stored in a grant (a credential)."""
+    if not isinstance(raw, list | tuple):
+        raise ValueError('header_conditions must be a list of tables like {name = "content-type", '
+                         'equals = "application/json"}')
+    if len(raw) > conditions.MAX_CONDITIONS:
+        raise ValueError(f"at most {conditions.MAX_CONDITIONS} header conditions")
+    cleaned = []
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise ValueError("each header condition is a table with a `name` and one of "
+                             + ", ".join(conditions.OPS))
+        name = item["name"].lower()
+        ops = [op for op in conditions.OPS if op in item]
+        extra = sorted(set(item) - {"name", *conditions.OPS})
+        if not HEADER_RE.match(name):
+            raise ValueError(f"header name {item['name']!r} is not a valid header name")
+        if extra or len(ops) != 1:
+            raise ValueError(f"header {name}: give exactly one of {', '.join(conditions.OPS)}"
+                             + (f" (unknown: {', '.join(extra)})" if extra else ""))
+        if name in FORBIDDEN_CONDITION_HEADERS:
+            raise ValueError(f"header {name} is the gateway's own (or judged through host and "
+                             "max_body_size); a condition cannot name it")
+        op, value = ops[0], item[ops[0]]
+        if op in conditions.VALUE_OPS:
+            _check_condition_value(name, op, value)
+        elif value is not True:
+            raise ValueError(f"header {name}: write {op} = true")
+        cleaned.append({"name": name, op: value})
+    try:
+        conditions.compile_conditions(cleaned)
+    except conditions.ConditionError as exc:
+        raise ValueError(str(exc)) from None
+    return cleaned
+
+
+def _check_condition_value(name: str, op: str, value) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"header {name}: {op} needs non-empty text")
+    if is_credential_name(name):
+        raise ValueError(f"header {name} carries a credential: a condition on it can only be present or "
+                         "absent (a grant's conditions are shown, exported and audited)")
+    if CREDENTIAL_LIKE_RE.search(value) or sentinel_secret_ids([value]):
+        raise ValueError(f"header {name}: the {op} value looks like a credential; a grant's conditions are "
+                         "shown, exported and audited, so they never hold one (use present or absent)")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise ValueError(f"header {name}: the {op} value must not contain control characters or newlines")
+    if op == "equals" and value != value.strip(" \t"):
+        raise ValueError(f"header {name}: the value has spaces at an end, which HTTP strips; it never equals")
+    if op == "equals" and len(value) > conditions.MAX_VALUE_CHARS:
+        raise ValueError(f"header {name}: a value is at most {conditions.MAX_VALUE_CHARS} characters")
+    if op == "matches":
+        try:
+            conditions.compile_pattern(value)
+        except conditions.ConditionError as exc:
+            raise ValueError(f"header {name}: {exc}") from None
 
 
 def grant_to_data(grant) -> dict:
@@ -241,4 +327,8 @@ def grant_to_data(grant) -> dict:
         data["inject_header"] = grant.inject_header
     if grant.inject_format != "{secret}":
         data["inject_format"] = grant.inject_format
+    if grant.header_conditions:
+        data["header_conditions"] = [dict(c) for c in grant.header_conditions]
+    if grant.max_body_size is not None:
+        data["max_body_size"] = int(grant.max_body_size)
     return data

@@ -89,11 +89,23 @@ def _handler(upstream: Upstream):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def _record(self):
+        def _body(self) -> bytes:
+            if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+                body = b""
+                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                    body += self.rfile.read(size)
+                    self.rfile.readline()
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return body
             length = int(self.headers.get("content-length") or 0)
-            body = self.rfile.read(length) if length else b""
+            return self.rfile.read(length) if length else b""
+
+        def _record(self):
+            body = self._body()
             upstream.requests.append({"method": self.command, "path": self.path, "body": body,
-                                      "headers": {k.lower(): v for k, v in self.headers.items()}})
+                                      "headers": {k.lower(): v for k, v in self.headers.items()},
+                                      "header_lines": [(k.lower(), v) for k, v in self.headers.items()]})
             if self.path.startswith("/echo"):
                 self._echo()
                 return

@@ -32,6 +32,10 @@ class Command(BaseCommand):
         trial.add_argument("method")
         trial.add_argument("url")
         trial.add_argument("--mcp-tool", default=None, help="the MCP tool the request calls")
+        trial.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                           help="a header the request carries (repeatable; judged by header conditions)")
+        trial.add_argument("--body-size", type=int, default=0, metavar="N",
+                           help="the request body's size in bytes (default 0: no body)")
         trial.add_argument("--taint", default="private", choices=[c.label for c in DataClass],
                            help="the run's taint to judge at (default: a fresh run's)")
 
@@ -59,12 +63,13 @@ class Command(BaseCommand):
                 raise CommandError(str(exc), returncode=1) from None
             self.stdout.write(f"wrote {len(written)} grant file(s) to {directory}")
 
-    def _test(self, *, worker, method, url, mcp_tool, taint, **_):
+    def _test(self, *, worker, method, url, mcp_tool, taint, header, body_size, **_):
         found = Worker.objects.filter(name=worker).first()
         if found is None:
             raise CommandError(f"no worker named {worker!r}", returncode=1)
         try:
-            result = trial.try_request(found, method, url, mcp_tool=mcp_tool,
+            result = trial.try_request(found, method, url, mcp_tool=mcp_tool, headers=header,
+                                       body_size=body_size,
                                        taint=next(c for c in DataClass if c.label == taint))
         except trial.TrialInvalid as exc:
             raise CommandError(str(exc), returncode=1) from None
