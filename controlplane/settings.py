@@ -235,7 +235,11 @@ ROSTER_APPROVAL_TTL_SECONDS = _env_int("ROSTER_APPROVAL_TTL_SECONDS", 300)
 ROSTER_APPROVAL_HOLD_SECONDS = _env_int("ROSTER_APPROVAL_HOLD_SECONDS", 60)
 ROSTER_APPROVAL_GRACE_SECONDS = _env_int("ROSTER_APPROVAL_GRACE_SECONDS", 120)
 ROSTER_APPROVAL_WAIT_MAX_SECONDS = _env_float("ROSTER_APPROVAL_WAIT_MAX_SECONDS", 30.0)
+# The gateway's wait on a held request is woken by the decision's announcement (approvals group of the
+# channel layer) and reads the approval again every RECHECK seconds in case one was lost; every POLL
+# seconds while this process is not receiving announcements (Redis down, no channel layer).
 ROSTER_APPROVAL_POLL_SECONDS = _env_float("ROSTER_APPROVAL_POLL_SECONDS", 0.05)
+ROSTER_APPROVAL_RECHECK_SECONDS = _env_float("ROSTER_APPROVAL_RECHECK_SECONDS", 1.0)
 # An approver's comment with a decision: bounded, and required for a deny when this is on.
 ROSTER_APPROVAL_COMMENT_MAX_CHARS = _env_int("ROSTER_APPROVAL_COMMENT_MAX_CHARS", 500)
 ROSTER_APPROVAL_DENY_COMMENT_REQUIRED = os.environ.get("ROSTER_APPROVAL_DENY_COMMENT_REQUIRED", "") in (
