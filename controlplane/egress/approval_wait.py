@@ -73,6 +73,7 @@ class ApprovalWakeups:
         self._listener: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.live = False  # in the group now: an announcement made now reaches this process
+        self._joins = 0
 
     @contextlib.contextmanager
     def watching(self, approval_id: str):
@@ -125,14 +126,19 @@ class ApprovalWakeups:
         if layer is None:
             log.warning("no channel layer: held requests are released by polling only")
             return
+        failing = False  # said once per outage, not once per retry
         while True:
+            joins = self._joins
             try:
                 await self._session(layer)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the polls carry on; join again shortly
-                log.warning("approval announcements unavailable (%s); polling every %ss until back",
-                            type(exc).__name__, settings.ROSTER_APPROVAL_POLL_SECONDS)
+                if not failing or self._joins != joins:
+                    log.warning("approval announcements unavailable (%s); held requests are released by "
+                                "polling every %ss until they are back", type(exc).__name__,
+                                settings.ROSTER_APPROVAL_POLL_SECONDS)
+                failing = True
             await asyncio.sleep(LISTENER_RETRY_SECONDS)
 
     async def _session(self, layer) -> None:
@@ -142,6 +148,7 @@ class ApprovalWakeups:
         rejoining = asyncio.create_task(self._stay_joined(layer, channel))
         try:
             self.live = True
+            self._joins += 1
             self.wake()  # anything announced before we joined: every waiter looks again
             done, _ = await asyncio.wait((receiving, rejoining), return_when=asyncio.FIRST_COMPLETED)
             for task in done:
