@@ -7,7 +7,8 @@ named. An announcement only says "look now": the waiter reads the approval from 
 alone decides what happens, so a stray or forged wake-up releases nothing. Announcements can be lost (the
 listener reconnecting, Redis restarting), so a waiter also reads the approval every
 ROSTER_APPROVAL_RECHECK_SECONDS while the listener is in the group, every ROSTER_APPROVAL_POLL_SECONDS
-while it is not, and at the approval's expiry, which nobody announces (docs/wire.md, "Approval release")."""
+while it is not, and at the approval's expiry, which nobody announces (docs/operations.md, "Approval
+release")."""
 
 from __future__ import annotations
 
