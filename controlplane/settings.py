@@ -161,10 +161,15 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# A receiver waits on Redis in blocking pops of 5 s (channels_redis); redis-py's default read timeout is
+# also 5 s, so an idle receiver (a queue page's websocket, the decision API's approval listener) failed
+# with a read timeout every few seconds and reconnected. Reads may take this long instead.
+ROSTER_CHANNELS_REDIS_READ_TIMEOUT_SECONDS = _env_float("ROSTER_CHANNELS_REDIS_READ_TIMEOUT_SECONDS", 10.0)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [os.environ.get("ROSTER_CHANNELS_REDIS_URL", REDIS_URL)]},
+        "CONFIG": {"hosts": [{"address": os.environ.get("ROSTER_CHANNELS_REDIS_URL", REDIS_URL),
+                              "socket_timeout": ROSTER_CHANNELS_REDIS_READ_TIMEOUT_SECONDS}]},
     }
 }
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)

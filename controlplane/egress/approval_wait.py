@@ -143,7 +143,10 @@ class ApprovalWakeups:
             await asyncio.sleep(LISTENER_RETRY_SECONDS)
 
     async def _session(self, layer) -> None:
-        channel = await layer.new_channel("approval-waits.")
+        # The layer's default prefix: a process's channels share one queue in Redis, read by whichever of
+        # its receivers holds the layer's lock; a channel under another prefix would leave the websocket
+        # consumers of a web server (which serves the gateway API too) unread while this one waits.
+        channel = await layer.new_channel()
         await layer.group_add(APPROVALS_GROUP, channel)
         receiving = asyncio.create_task(self._receive(layer, channel))
         rejoining = asyncio.create_task(self._stay_joined(layer, channel))
