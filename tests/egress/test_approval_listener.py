@@ -6,6 +6,7 @@ listener on Redis, in a real server: tests/egress/test_approval_wakeups.py."""
 from __future__ import annotations
 
 import asyncio
+import copy
 
 import pytest
 from channels.layers import get_channel_layer
@@ -14,6 +15,7 @@ from controlplane.approvals.broadcast import APPROVALS_GROUP
 from controlplane.egress.approval_wait import ApprovalWakeups
 
 SOON = 5.0
+IDLE_PAST_THE_BLOCKING_POP = 7.0  # channels_redis pops with a 5 s timeout
 
 
 @pytest.fixture
@@ -78,6 +80,43 @@ def test_without_a_channel_layer_nobody_is_woken_and_the_waits_poll(settings):
         with wakeups.watching("a") as waiting:
             await asyncio.sleep(0.05)
             assert not wakeups.live and not waiting.is_set()
+        await wakeups.stop()
+
+    asyncio.run(scenario())
+
+
+@pytest.fixture
+def redis_layer(settings, redis_url):
+    """The production layer configuration (controlplane.settings), on the test Redis."""
+    config = copy.deepcopy(settings.CHANNEL_LAYERS)
+    config["default"]["CONFIG"]["hosts"][0]["address"] = redis_url
+    settings.CHANNEL_LAYERS = config
+
+
+@pytest.mark.integration
+def test_an_idle_listener_stays_in_the_group_and_leaves_other_receivers_served(redis_layer):
+    """Idle past the layer's blocking pop (5 s), the listener is still in the group (one join, no
+    reconnect); meanwhile another receiver of the same process (a queue page's websocket in a web server)
+    gets its messages."""
+    async def scenario():
+        wakeups = ApprovalWakeups()
+        with wakeups.watching("a") as waiting:
+            await _until(lambda: wakeups.live)
+            layer = get_channel_layer()
+            page = await layer.new_channel()
+            await layer.group_add("queue-page-test", page)
+            receiving = asyncio.ensure_future(layer.receive(page))
+            await asyncio.sleep(0.2)
+            await layer.group_send("queue-page-test", {"type": "page.update"})
+            async with asyncio.timeout(SOON):
+                assert (await receiving)["type"] == "page.update"
+            await asyncio.sleep(IDLE_PAST_THE_BLOCKING_POP)
+            assert wakeups.live and wakeups._joins == 1
+            waiting.clear()
+            await layer.group_send(APPROVALS_GROUP, _announce("a"))
+            async with asyncio.timeout(SOON):
+                await waiting.wait()
+            await layer.group_discard("queue-page-test", page)
         await wakeups.stop()
 
     asyncio.run(scenario())
