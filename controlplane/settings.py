@@ -161,10 +161,15 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# A receiver waits on Redis in blocking pops of 5 s (channels_redis); redis-py's default read timeout is
+# also 5 s, so an idle receiver (a queue page's websocket, the decision API's approval listener) failed
+# with a read timeout every few seconds and reconnected. Reads may take this long instead.
+ROSTER_CHANNELS_REDIS_READ_TIMEOUT_SECONDS = _env_float("ROSTER_CHANNELS_REDIS_READ_TIMEOUT_SECONDS", 10.0)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [os.environ.get("ROSTER_CHANNELS_REDIS_URL", REDIS_URL)]},
+        "CONFIG": {"hosts": [{"address": os.environ.get("ROSTER_CHANNELS_REDIS_URL", REDIS_URL),
+                              "socket_timeout": ROSTER_CHANNELS_REDIS_READ_TIMEOUT_SECONDS}]},
     }
 }
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
@@ -235,7 +240,11 @@ ROSTER_APPROVAL_TTL_SECONDS = _env_int("ROSTER_APPROVAL_TTL_SECONDS", 300)
 ROSTER_APPROVAL_HOLD_SECONDS = _env_int("ROSTER_APPROVAL_HOLD_SECONDS", 60)
 ROSTER_APPROVAL_GRACE_SECONDS = _env_int("ROSTER_APPROVAL_GRACE_SECONDS", 120)
 ROSTER_APPROVAL_WAIT_MAX_SECONDS = _env_float("ROSTER_APPROVAL_WAIT_MAX_SECONDS", 30.0)
+# The gateway's wait on a held request is woken by the decision's announcement (approvals group of the
+# channel layer) and reads the approval again every RECHECK seconds in case one was lost; every POLL
+# seconds while this process is not receiving announcements (Redis down, no channel layer).
 ROSTER_APPROVAL_POLL_SECONDS = _env_float("ROSTER_APPROVAL_POLL_SECONDS", 0.05)
+ROSTER_APPROVAL_RECHECK_SECONDS = _env_float("ROSTER_APPROVAL_RECHECK_SECONDS", 1.0)
 # An approver's comment with a decision: bounded, and required for a deny when this is on.
 ROSTER_APPROVAL_COMMENT_MAX_CHARS = _env_int("ROSTER_APPROVAL_COMMENT_MAX_CHARS", 500)
 ROSTER_APPROVAL_DENY_COMMENT_REQUIRED = os.environ.get("ROSTER_APPROVAL_DENY_COMMENT_REQUIRED", "") in (

@@ -113,8 +113,14 @@ def gateway_only():
 
     async def app(scope, receive, send):
         if scope["type"] == "lifespan":
+            from controlplane.egress.approval_wait import wakeups  # loads models: only once apps are ready
+
             while True:
                 message = await receive()
+                if message["type"] == "lifespan.startup":
+                    wakeups.start()
+                elif message["type"] == "lifespan.shutdown":
+                    await wakeups.stop()
                 await send({"type": message["type"] + ".complete"})
                 if message["type"] == "lifespan.shutdown":
                     return

@@ -4,29 +4,25 @@ Authenticated by the gateway's own service credential."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
-import time
 import uuid
 
 from django.conf import settings
 from django.db import connection
-from django.utils import timezone
 from ninja import Router, Status
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
 from controlplane.approvals.models import Approval
-from controlplane.approvals.selectors import approval_status
-from controlplane.approvals.services import approval_abandon, approval_mark_expired
+from controlplane.approvals.services import approval_abandon
 from controlplane.core.service_token import is_gateway_token
 from controlplane.egress import outcomes
-from controlplane.egress.conclude import approval_conclude
+from controlplane.egress.approval_wait import wait_for_approval
 from controlplane.egress.db_thread import in_group, in_pool
 from controlplane.egress.decide import decide as decide_request
-from controlplane.egress.decide import decide_grouped, policy_error_answer
-from controlplane.egress.request import EgressRequest, new_decision_id
+from controlplane.egress.decide import decide_grouped
+from controlplane.egress.request import EgressRequest
 from controlplane.egress.schemas import (
     DecideIn,
     DecideOut,
@@ -40,7 +36,7 @@ from controlplane.egress.schemas import (
     WaitIn,
     WaitOut,
 )
-from controlplane.egress.wire import answer_body, concluded_body
+from controlplane.egress.wire import answer_body
 from controlplane.vault.services import all_sentinels
 
 log = logging.getLogger(__name__)
@@ -81,37 +77,11 @@ async def sentinels(request):
     return 200, {"sentinels": await in_pool(request, all_sentinels)}
 
 
-def _poll_once(approval_id: uuid.UUID) -> str | None:
-    row = approval_status(approval_id)
-    if row is None:
-        return None
-    status, expires_at = row
-    if status == Approval.Status.PENDING and expires_at <= timezone.now():
-        approval_mark_expired(approval_id)
-        return Approval.Status.EXPIRED
-    return status
-
-
 @router.post("/approvals/{approval_id}/wait", response={200: WaitOut, 404: ErrorOut},
              summary="Long-poll an approval")
 async def wait(request, approval_id: uuid.UUID, body: WaitIn):
-    # Async and polling with short reads: a held request costs no thread and no open transaction.
-    deadline = time.monotonic() + min(body.timeout_seconds, settings.ROSTER_APPROVAL_WAIT_MAX_SECONDS)
-    while True:
-        try:
-            status = await in_pool(request, _poll_once, approval_id)
-        except Exception as exc:  # noqa: BLE001 - a failure while waiting is a deny, never a bare 500
-            log.error("waiting on approval %s failed: %s", approval_id, type(exc).__name__)
-            answer = await in_pool(request, policy_error_answer, new_decision_id(), "", "")
-            return Status(200, {"status": "expired", "decision": answer_body(answer)})
-        if status is None:
-            return Status(404, {"detail": "no such approval"})
-        if status != Approval.Status.PENDING:
-            return Status(200, concluded_body(await in_pool(request, approval_conclude, approval_id)))
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return Status(200, {"status": "pending", "decision": None})
-        await asyncio.sleep(min(settings.ROSTER_APPROVAL_POLL_SECONDS, remaining))
+    # Woken by the decision's announcement, with database reads as the fallback (approval_wait).
+    return await wait_for_approval(request, approval_id, body.timeout_seconds)
 
 
 @router.post("/approvals/{approval_id}/abandon", response={200: OkOut, 404: ErrorOut},

@@ -87,7 +87,7 @@ def test_long_poll_sees_a_decision_made_while_waiting(gateway, token, ask_grant,
             approval_decide(approval_id, approver, True, "web")
         return real(pk)
 
-    import controlplane.egress.routes as api
+    import controlplane.egress.approval_wait as api
 
     original = api.approval_status
     api.approval_status = decide_on_second_poll
@@ -170,7 +170,7 @@ def test_grace_is_bound_to_the_grant_that_was_approved(gateway, token, ask_grant
 
 def test_database_failure_while_waiting_is_a_deny(gateway, token, ask_grant, monkeypatch):
     approval_id = _ask(gateway, token)
-    import controlplane.egress.routes as api
+    import controlplane.egress.approval_wait as api
 
     def broken(_pk):
         raise RuntimeError("database is locked")

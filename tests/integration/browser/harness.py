@@ -35,8 +35,10 @@ def control_plane_env(db_name: str, redis_url: str, service_token: str, ttl_seco
 
 class _Upstream(http.server.BaseHTTPRequestHandler):
     received: list[tuple[str, str, bytes, dict[str, str]]] = []
+    received_at: list[float] = []  # wall-clock time each request arrived, in the order of `received`
 
     def _answer(self):
+        self.received_at.append(time.time())
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
         self.received.append((self.command, self.path, body, {k.lower(): v for k, v in self.headers.items()}))

@@ -74,6 +74,8 @@ def test_held_request_appears_live_and_approval_lets_it_through(world, page_for)
     assert _not_reloaded(alice) and _not_reloaded(bob)
     harness.shot(alice, "03-queue-pending")
 
+    # Timed from the click itself: the buttons of a list that just changed ignore clicks for a moment.
+    card.locator("button.approve:enabled").wait_for(timeout=APPEAR_TIMEOUT_MS)
     clicked = time.monotonic()
     card.get_by_role("button", name="Approve").click()
     response = request.result()

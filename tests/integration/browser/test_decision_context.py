@@ -3,6 +3,8 @@ confirms the request in words; a card says when the box stopped waiting and when
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from controlplane.approvals.models import Approval
@@ -45,7 +47,11 @@ def test_card_says_box_stopped_waiting_then_run_ended(world, page_for):
     alice.wait_for_selector("article.approval", timeout=20000)
     approval = Approval.objects.get(status=Approval.Status.PENDING, run=world["run"])
     assert alice.locator(".card-state").count() == 0
-    approval_abandon(approval.pk)  # what the gateway reports when its hold ends
+    # What the gateway reports when its hold ends; from another thread, as the web server's request threads
+    # do (this one runs Playwright's event loop, where the announcement to open pages cannot be made).
+    abandoning = threading.Thread(target=approval_abandon, args=(approval.pk,))
+    abandoning.start()
+    abandoning.join(10)
     alice.wait_for_selector(".card-state.abandoned", timeout=10000)
     assert "identical retry" in alice.locator(".card-state.abandoned").inner_text()
     assert alice.locator("article.approval button.approve").count() == 1
