@@ -43,6 +43,7 @@ from controlplane.egress.schemas import (
     WaitOut,
 )
 from controlplane.egress.wire import answer_body, concluded_body
+from controlplane.metrics.decisions import count_decision
 from controlplane.vault.services import all_sentinels
 
 log = logging.getLogger(__name__)
@@ -66,14 +67,18 @@ router = Router(tags=["gateway"], auth=GatewayAuth())
 
 @router.post("/decide", response={200: DecideOut}, summary="Decide one egress request")
 async def decide(request, body: DecideIn):
-    return answer_body(await in_pool(request, decide_request, EgressRequest(
+    started = time.perf_counter()
+    answer = await in_pool(request, decide_request, EgressRequest(
         token=body.token, method=body.method, scheme=body.scheme, host=body.host, port=body.port,
         path=body.path,
         headers=tuple(body.headers), body_size=body.body_size, body_sha256=body.body_sha256,
         body_preview=body.body_preview, mcp=tuple((m.method, m.tool) for m in body.mcp),
         sentinels=tuple(body.sentinels),
         model_call=body.model_call.facts() if body.model_call else None,
-    )))
+    ))
+    # In-process counters only (controlplane.metrics): nothing here touches the database.
+    count_decision(answer.decision.verdict, answer.decision.reason, time.perf_counter() - started)
+    return answer_body(answer)
 
 
 @router.get("/sentinels", response={200: SentinelsOut}, summary="Every sentinel, for the gateway's scan")
