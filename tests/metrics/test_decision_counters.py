@@ -3,6 +3,8 @@ their latency, and the audit chain's append latency; nothing secret or unbounded
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -74,3 +76,20 @@ def test_no_label_carries_a_token_host_path_or_secret(gateway, token, make_grant
         if family.name.startswith(("roster_decisions", "roster_decide", "roster_audit")):
             for sample in family.samples:
                 assert set(sample.labels) <= allowed_labels, sample
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_fast_route_and_the_ordinary_route_each_count_once(monkeypatch, token, make_grant):
+    from controlplane.egress import fast_routes
+    from tests.egress.test_fast_routes import _call
+
+    make_grant()
+    body = json.dumps(decide_body(token)).encode()
+    before = value(DECISIONS, verdict="allow", reason="granted")
+    assert _call("/api/gateway/decide", body)[0] == 200  # taken by controlplane.egress.fast_routes
+    assert value(DECISIONS, verdict="allow", reason="granted") - before == 1
+    with monkeypatch.context() as patched:
+        patched.setattr(fast_routes, "ROUTES", {})  # only django-ninja's route now
+        patched.setattr("controlplane.egress.asgi.ROUTES", {})
+        assert _call("/api/gateway/decide", body)[0] == 200
+    assert value(DECISIONS, verdict="allow", reason="granted") - before == 2
