@@ -20,10 +20,11 @@ DECIDE_SECONDS = Histogram(
     "the durable answer (queueing for the database thread included)",
     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5))
 
-for _reason in sorted(_REASONS):  # every series exists from the first scrape, at 0
-    DECISIONS.labels(str(Verdict.DENY), _reason)
-DECISIONS.labels(str(Verdict.ALLOW), ALLOWED)
-DECISIONS.labels(str(Verdict.ASK), HELD)
+# Every series exists from the first scrape, at 0; a decision increments a child looked up once here.
+_CHILDREN = {(str(Verdict.DENY), reason): DECISIONS.labels(str(Verdict.DENY), reason)
+             for reason in sorted(_REASONS | {OTHER})}
+_CHILDREN[(str(Verdict.ALLOW), ALLOWED)] = DECISIONS.labels(str(Verdict.ALLOW), ALLOWED)
+_CHILDREN[(str(Verdict.ASK), HELD)] = DECISIONS.labels(str(Verdict.ASK), HELD)
 
 
 def reason_label(verdict: str, reason: str | None) -> str:
@@ -37,5 +38,7 @@ def reason_label(verdict: str, reason: str | None) -> str:
 def count_decision(verdict, reason, seconds: float) -> None:
     """One answered decision: its verdict, its (bounded) reason, and how long it took."""
     verdict = str(verdict)
-    DECISIONS.labels(verdict, reason_label(verdict, str(reason) if reason else None)).inc()
+    key = (verdict, reason_label(verdict, str(reason) if reason else None))
+    child = _CHILDREN.get(key)
+    (child or DECISIONS.labels(str(Verdict.DENY), OTHER)).inc()  # an unknown verdict: a deny, "other"
     DECIDE_SECONDS.observe(seconds)
