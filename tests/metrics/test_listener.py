@@ -55,7 +55,7 @@ def test_the_scrape_token_gets_the_exposition(app):
 @pytest.mark.parametrize("authorization", [
     None, "", "Bearer ", "Bearer wrong-token", f"Basic {SCRAPE_TOKEN}", f"Bearer {SCRAPE_TOKEN}x",
     f"Bearer {GATEWAY_SERVICE_TOKEN}",  # the gateway's credential is not a scrape credential
-])
+], ids=["none", "empty", "bearer-nothing", "wrong", "basic", "longer", "gateway-token"])  # (random tokens)
 def test_anything_else_is_refused_and_shows_nothing(app, authorization):
     status, headers, body = call(app, authorization=authorization)
     assert status.startswith("401") and headers["WWW-Authenticate"].startswith("Bearer")

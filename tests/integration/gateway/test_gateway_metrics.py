@@ -154,7 +154,8 @@ def test_a_held_request_is_one_in_both_gauges_until_approved_then_zero(stack, to
         assert at(after, name, **labels) - at(before, name, **labels) == 1, name
 
 
-@pytest.mark.parametrize("bearer", [None, "wrong-token", GATEWAY_SERVICE_TOKEN])
+@pytest.mark.parametrize("bearer", [None, "wrong-token", GATEWAY_SERVICE_TOKEN],
+                         ids=["none", "wrong", "gateway-token"])  # (that token is random per process)
 def test_the_control_plane_metrics_refuse_without_the_scrape_token(stack, bearer):
     response = _get(stack.metrics_url, bearer)
     assert response.status_code == 401
