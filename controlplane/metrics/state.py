@@ -24,8 +24,7 @@ log = logging.getLogger(__name__)
 
 
 def _database() -> list[GaugeMetricFamily]:
-    pending = GaugeMetricFamily("roster_approvals_pending", "Approvals waiting for an approver (held "
-                                "requests and their grace period)")
+    pending = GaugeMetricFamily("roster_approvals_pending", "Approvals waiting for an approver")
     pending.add_metric([], Approval.objects.filter(status=Approval.Status.PENDING).count())
     runs = GaugeMetricFamily("roster_runs", "Runs by state", labels=["state"])
     counted = dict(Run.objects.order_by().values_list("status").annotate(n=Count("id")))
