@@ -219,6 +219,25 @@ ROSTER_GATEWAY_TOKEN_SHA256 = os.environ.get("ROSTER_GATEWAY_TOKEN_SHA256", "")
 ROSTER_DECISION_API_HOST = os.environ.get("ROSTER_DECISION_API_HOST", "127.0.0.1")
 ROSTER_DECISION_API_PORT = _env_int("ROSTER_DECISION_API_PORT", 8002)
 ROSTER_DECISION_API_KEEPALIVE_SECONDS = _env_int("ROSTER_DECISION_API_KEEPALIVE_SECONDS", 75)
+# The decision API process's Prometheus metrics (controlplane.metrics; docs/operations.md, Metrics): a
+# listener of its own, apart from the decision API's port, on loopback unless the operator says otherwise,
+# answering only a bearer whose SHA-256 matches (scripts/mint-secrets.sh makes var/metrics.token and
+# var/metrics-token.sha256). Port 0: no listener (`make up` turns it on, port 8003).
+ROSTER_METRICS_HOST = os.environ.get("ROSTER_METRICS_HOST", "127.0.0.1")
+ROSTER_METRICS_PORT = _env_int("ROSTER_METRICS_PORT", 0)
+ROSTER_METRICS_TOKEN_SHA256_FILE = Path(
+    os.environ.get("ROSTER_METRICS_TOKEN_SHA256_FILE", VAR_DIR / "metrics-token.sha256")
+)
+ROSTER_METRICS_TOKEN_SHA256 = os.environ.get("ROSTER_METRICS_TOKEN_SHA256", "")
+# Celery queues whose length (the broker's Redis list) the metrics report.
+ROSTER_METRICS_CELERY_QUEUES = tuple(
+    q.strip() for q in os.environ.get("ROSTER_METRICS_CELERY_QUEUES", "celery").split(",") if q.strip()
+)
+# Longest wait for the broker when the metrics read its queue lengths (a scrape never hangs on Redis).
+ROSTER_METRICS_BROKER_TIMEOUT_SECONDS = float(os.environ.get("ROSTER_METRICS_BROKER_TIMEOUT_SECONDS", "1"))
+# Threads (each with its own database connection) serving /api/gateway/ under ASGI. Its writes all take
+# the audit chain's single-writer lock, so 1 is fastest on SQLite; more only help concurrent reads.
+ROSTER_GATEWAY_DB_THREADS = _env_int("ROSTER_GATEWAY_DB_THREADS", 1)
 # At most this many decisions and outcome batches that arrive together share one transaction and one
 # commit on the gateway API's database thread (controlplane.egress.db_thread; 1 turns grouping off).
 ROSTER_GROUP_COMMIT_MAX = _env_int("ROSTER_GROUP_COMMIT_MAX", 64)

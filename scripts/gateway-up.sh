@@ -5,7 +5,8 @@
 #  - CA: minted by mitmproxy in var/gateway/ca (0700; the key never leaves it); only the public
 #    certificate is exported to var/gateway/mitmproxy-ca-cert.pem (settings.ROSTER_GATEWAY_CA_CERT).
 #  - listens on the box bridge's address when the bridge exists (boxes reach only that), else loopback;
-#    health on 127.0.0.1:${ROSTER_GATEWAY_HEALTH_PORT:-8081}/healthz.
+#    health on 127.0.0.1:${ROSTER_GATEWAY_HEALTH_PORT:-8081}/healthz, Prometheus metrics on the same port at
+#    /metrics (loopback: never reachable from a box).
 #  - ROSTER_GATEWAY_PRIVATE_UPSTREAMS: internal upstreams the gateway may dial although they are private or
 #    loopback (comma-separated ranges, addresses, host:port; docs/operations.md). Checked at start: a bad
 #    entry, or one covering the control plane or the gateway itself, stops the gateway.
@@ -29,8 +30,9 @@ bridge_addr=$(ip -4 -o addr show dev "$bridge" 2>/dev/null | awk '{print $4}' | 
 listen_host=${ROSTER_GATEWAY_LISTEN_HOST:-${bridge_addr:-${ROSTER_GATEWAY_HOST:-127.0.0.1}}}
 listen_port=${ROSTER_GATEWAY_PORT:-8080}
 health_port=${ROSTER_GATEWAY_HEALTH_PORT:-8081}
-# The decision API's own process (scripts/up.sh starts it), not the web server; the web server is never
-# dialled either (roster_control_plane_also), whatever a grant says.
+# The decision API's own process (scripts/up.sh starts it), not the web server; the web server and the
+# control plane's metrics listener are never dialled either (roster_control_plane_also), whatever a grant
+# or a private-upstream entry says.
 control_plane=${ROSTER_CONTROL_PLANE_URL:-http://127.0.0.1:${ROSTER_DECISION_API_PORT:-8002}}
 
 nohup setsid gateway/.venv/bin/mitmdump -q -s gateway/roster_gateway/script.py \
@@ -38,7 +40,7 @@ nohup setsid gateway/.venv/bin/mitmdump -q -s gateway/roster_gateway/script.py \
   --set confdir="$PWD/var/gateway/ca" \
   --set connection_strategy=lazy --set upstream_cert=false \
   --set roster_control_plane="$control_plane" \
-  --set roster_control_plane_also="http://127.0.0.1:${ROSTER_WEB_PORT:-8000}" \
+  --set roster_control_plane_also="http://127.0.0.1:${ROSTER_WEB_PORT:-8000},http://127.0.0.1:${ROSTER_METRICS_PORT:-8003}" \
   --set roster_service_token_file="$PWD/$token_file" \
   --set roster_decide_timeout_ms="${ROSTER_GATEWAY_DECIDE_TIMEOUT_MS:-2000}" \
   --set roster_hold_seconds="${ROSTER_GATEWAY_HOLD_SECONDS:-60}" \
@@ -51,7 +53,7 @@ echo $! >"$pidfile"
 for _ in $(seq 1 60); do
   if curl -s -o /dev/null "http://127.0.0.1:$health_port/healthz"; then
     echo "gateway-up: listening on $listen_host:$listen_port (health http://127.0.0.1:$health_port/healthz," \
-         "CA certificate var/gateway/mitmproxy-ca-cert.pem)"
+         "metrics http://127.0.0.1:$health_port/metrics, CA certificate var/gateway/mitmproxy-ca-cert.pem)"
     exit 0
   fi
   kill -0 "$(cat "$pidfile")" 2>/dev/null || break

@@ -6,6 +6,8 @@
 #    SHA-256, which the control plane reads (settings.ROSTER_GATEWAY_TOKEN_SHA256_FILE).
 #  - var/vault.key (0600): the vault's Fernet key (settings.ROSTER_VAULT_KEY_FILE).
 #  - var/django-secret.key (0600): signs sessions and CSRF tokens.
+#  - var/metrics.token (0600): the bearer token a Prometheus scrapes the control plane's metrics with;
+#    var/metrics-token.sha256 (0644): its SHA-256 (settings.ROSTER_METRICS_TOKEN_SHA256_FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 umask 077
@@ -28,13 +30,19 @@ make_once() {  # make_once FILE PYTHON-EXPRESSION: write a new secret only when 
 make_once var/gateway/service.token '"gst_" + secrets.token_urlsafe(32)'
 make_once var/vault.key 'base64.urlsafe_b64encode(os.urandom(32)).decode()'
 make_once var/django-secret.key 'secrets.token_urlsafe(50)'
+make_once var/metrics.token '"mst_" + secrets.token_urlsafe(32)'
 
-# The hash the control plane checks; rewritten only when it differs (its mtime tells readers to re-read).
-want=$(tr -d '\n' <var/gateway/service.token | sha256sum | cut -d' ' -f1)
-if [ "$(cat var/gateway-token.sha256 2>/dev/null)" != "$want" ]; then
-  tmp=$(mktemp var/gateway-token.sha256.XXXXXX)
-  echo "$want" >"$tmp"
-  chmod 644 "$tmp"
-  mv "$tmp" var/gateway-token.sha256
-fi
-chmod 644 var/gateway-token.sha256
+hash_of() {  # hash_of TOKEN-FILE HASH-FILE: the hash the control plane checks; rewritten only when it
+  local want  # differs (its mtime tells readers to re-read)
+  want=$(tr -d '\n' <"$1" | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$2" 2>/dev/null)" != "$want" ]; then
+    local tmp
+    tmp=$(mktemp "$2.XXXXXX")
+    echo "$want" >"$tmp"
+    chmod 644 "$tmp"
+    mv "$tmp" "$2"
+  fi
+  chmod 644 "$2"
+}
+hash_of var/gateway/service.token var/gateway-token.sha256
+hash_of var/metrics.token var/metrics-token.sha256

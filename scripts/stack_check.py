@@ -25,6 +25,7 @@ DECISION_PORT = int(os.environ.get("ROSTER_DECISION_API_PORT", "8002"))
 WEB_PORT = int(os.environ.get("ROSTER_WEB_PORT", "8000"))
 GATEWAY_PORT = int(os.environ.get("ROSTER_GATEWAY_PORT", "8080"))
 HEALTH_PORT = int(os.environ.get("ROSTER_GATEWAY_HEALTH_PORT", "8081"))
+METRICS_PORT = int(os.environ.get("ROSTER_METRICS_PORT", "8003"))
 BRIDGE = os.environ.get("ROSTER_BOX_BRIDGE", "roster-br0")
 TIMEOUT = 5.0
 
@@ -78,7 +79,27 @@ def check_decision_api() -> str:
         raise Failed(
             f"the decision API's health answered {status} {body[:200]!r}; see var/log/decision-api.log"
         )
-    return f"decision API answers the gateway's token on 127.0.0.1:{DECISION_PORT}"
+    return f"decision API answers the gateway's token on 127.0.0.1:{DECISION_PORT}" + check_metrics()
+
+
+def check_metrics() -> str:
+    """The decision API's metrics listener: refuses a scrape without the token, serves one with it."""
+    if not METRICS_PORT:
+        return ""
+    where = f"127.0.0.1:{METRICS_PORT}/metrics"
+    status, _, _ = _get("127.0.0.1", METRICS_PORT, "/metrics")
+    if status != 401:
+        raise Failed(f"the metrics listener {where} answered {status} without the scrape token (want 401)")
+    try:
+        token = (VAR / "metrics.token").read_text().strip()
+    except OSError as exc:
+        raise Failed("the scrape token var/metrics.token is unreadable (scripts/mint-secrets.sh makes it)"
+                     ) from exc
+    status, _, body = _get("127.0.0.1", METRICS_PORT, "/metrics", {"Authorization": f"Bearer {token}"})
+    if status != 200 or b"roster_decisions_total" not in body:
+        raise Failed(f"the metrics listener {where} answered {status} to the scrape token; "
+                     "see var/log/decision-api.log")
+    return f"; metrics on http://{where} (bearer var/metrics.token)"
 
 
 def check_gateway() -> str:
@@ -90,7 +111,11 @@ def check_gateway() -> str:
             f"{body[:200].decode(errors='replace')}); see var/log/gateway.log and var/log/decision-api.log"
         )
     listed = doc.get("private_upstreams") or []
-    return "gateway healthy, control plane reachable" + (
+    status, _, body = _get("127.0.0.1", HEALTH_PORT, "/metrics")
+    if status != 200 or b"roster_gateway_requests_total" not in body:
+        raise Failed(f"the gateway's metrics on 127.0.0.1:{HEALTH_PORT}/metrics answered {status}; "
+                     "see var/log/gateway.log")
+    return "gateway healthy, control plane reachable, metrics served" + (
         f"; private upstreams: {', '.join(listed)}" if listed else ""
     )
 

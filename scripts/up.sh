@@ -15,6 +15,7 @@ mkdir -p var/run var/log
 PY=.venv/bin/python
 WEB_PORT=${ROSTER_WEB_PORT:-8000}
 DECISION_PORT=${ROSTER_DECISION_API_PORT:-8002}
+METRICS_PORT=${ROSTER_METRICS_PORT:-8003}
 failures=()
 
 running() { [ -f "var/run/$1.pid" ] && kill -0 "$(cat "var/run/$1.pid")" 2>/dev/null; }
@@ -81,7 +82,8 @@ scripts/mint-secrets.sh
 "$PY" manage.py collectstatic --noinput -v 0  # the admin's styles and scripts, served by WhiteNoise
 
 ensure decision-api 30 probe_decision_api -- \
-  "$PY" -m controlplane.decision_server --host 127.0.0.1 --port "$DECISION_PORT"
+  "$PY" -m controlplane.decision_server --host 127.0.0.1 --port "$DECISION_PORT" \
+  --metrics-host 127.0.0.1 --metrics-port "$METRICS_PORT"
 ensure gateway 30 probe_gateway -- \
   env ROSTER_CONTROL_PLANE_URL="${ROSTER_CONTROL_PLANE_URL:-http://127.0.0.1:$DECISION_PORT}" scripts/gateway-up.sh
 ensure web 40 probe_web -- "$PY" -m daphne -b 127.0.0.1 -p "$WEB_PORT" controlplane.asgi:application
@@ -110,6 +112,8 @@ Roster is up, and a request through the gateway got the control plane's decision
   create an admin: .venv/bin/python manage.py createsuperuser
   gateway:         boxes reach it on the bridge address, port ${ROSTER_GATEWAY_PORT:-8080}; health http://127.0.0.1:${ROSTER_GATEWAY_HEALTH_PORT:-8081}/healthz
   decision API:    http://127.0.0.1:$DECISION_PORT/api/gateway/   (the gateway's only; log var/log/decision-api.log)
+  metrics:         control plane http://127.0.0.1:$METRICS_PORT/metrics (Authorization: Bearer \$(cat var/metrics.token));
+                   gateway http://127.0.0.1:${ROSTER_GATEWAY_HEALTH_PORT:-8081}/metrics   (docs/operations.md, Metrics)
   logs:            var/log/
   stop everything: make down
 MSG

@@ -17,6 +17,8 @@ def _gateway_service_token(settings, tmp_path):
     settings.ROSTER_GATEWAY_TOKEN_SHA256 = hashlib.sha256(GATEWAY_SERVICE_TOKEN.encode()).hexdigest()
     # Never the checkout's var/gateway-token.sha256 (a `make up` stack's): tests decide what is configured.
     settings.ROSTER_GATEWAY_TOKEN_SHA256_FILE = tmp_path / "no-gateway-token.sha256"
+    settings.ROSTER_METRICS_TOKEN_SHA256 = ""
+    settings.ROSTER_METRICS_TOKEN_SHA256_FILE = tmp_path / "no-metrics-token.sha256"
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from controlplane.audit import chain
+from controlplane.audit.metrics import APPEND_SECONDS
 from controlplane.audit.models import AuditRecord
 from controlplane.core.db import TransactionMemo, in_transaction
 
@@ -117,5 +118,5 @@ def audit_append(kind: str, data: dict, *, run=None, worker=None, verdict: str =
     reason = _text(reason, "reason", _MAX_REASON)
     worker_name = _worker_name(worker, run)
     chain.canonical_json(data)  # fail before taking the lock if data can't be serialised
-    with in_transaction():
+    with in_transaction(), APPEND_SECONDS.time():
         return _append(kind, data, run, worker_name, verdict, reason)

@@ -11,6 +11,7 @@ contract (docs/wire.md) is one contract; tests/egress/test_fast_routes.py compar
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ from controlplane.egress.db_thread import in_group_asgi
 from controlplane.egress.decide import decide, decide_grouped
 from controlplane.egress.routes import egress_request, outcome_items
 from controlplane.egress.schemas import DecideIn, OutcomesIn
-from controlplane.egress.wire import answer_body
+from controlplane.egress.wire import decided_body
 
 JSON_HEADERS = [(b"content-type", b"application/json; charset=utf-8")]
 
@@ -35,7 +36,9 @@ class _Route:
 
 
 async def _decide(body: DecideIn) -> dict:
-    return answer_body(await in_group_asgi(decide, decide_grouped, egress_request(body)))
+    started = time.perf_counter()
+    answer = await in_group_asgi(decide, decide_grouped, egress_request(body))
+    return decided_body(answer, time.perf_counter() - started)
 
 
 async def _outcomes(body: OutcomesIn) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 import uuid
 
 from django.conf import settings
@@ -36,7 +37,7 @@ from controlplane.egress.schemas import (
     WaitIn,
     WaitOut,
 )
-from controlplane.egress.wire import answer_body
+from controlplane.egress.wire import decided_body
 from controlplane.vault.services import all_sentinels
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,9 @@ router = Router(tags=["gateway"], auth=GatewayAuth())
 
 @router.post("/decide", response={200: DecideOut}, summary="Decide one egress request")
 async def decide(request, body: DecideIn):
-    return answer_body(await in_group(request, decide_request, decide_grouped, egress_request(body)))
+    started = time.perf_counter()
+    answer = await in_group(request, decide_request, decide_grouped, egress_request(body))
+    return decided_body(answer, time.perf_counter() - started)
 
 
 def egress_request(body: DecideIn) -> EgressRequest:

@@ -6,6 +6,7 @@ added on one side cannot be missed on the other."""
 from __future__ import annotations
 
 from controlplane.egress.answer import Answer, Concluded
+from controlplane.metrics.decisions import count_decision
 from controlplane.policy.engine import DenyReason, Verdict
 
 DENY_STATUS: dict[DenyReason, int] = {
@@ -54,3 +55,10 @@ def answer_body(answer: Answer) -> dict:
 def concluded_body(concluded: Concluded) -> dict:
     return {"status": concluded.status, "decision": answer_body(concluded.answer),
             "comment": concluded.comment}
+
+
+def decided_body(answer: Answer, seconds: float) -> dict:
+    """The answer to POST /decide (both routes: controlplane.egress.routes and .fast_routes), counted for
+    the metrics on the way out: in-process increments only, nothing that touches the database."""
+    count_decision(answer.decision.verdict, answer.decision.reason, seconds)
+    return answer_body(answer)

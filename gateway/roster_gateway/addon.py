@@ -10,7 +10,7 @@ import logging
 from mitmproxy import connection, ctx, exceptions, http, tcp, tls, udp
 from mitmproxy.proxy import layer, layers
 
-from roster_gateway import model_flow, proposals, shapes
+from roster_gateway import metrics, model_flow, proposals, shapes
 from roster_gateway.addresses import Vetting
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown, Transport
 from roster_gateway.decoding import narrow_accept_encoding
@@ -131,7 +131,8 @@ class Gateway:
                                        cache_seconds=self.config.health_cache_seconds,
                                        probe_timeout=self.config.decide_timeout,
                                        info={"private_upstreams": [str(e) for e in
-                                                                   self.config.private_upstreams]})
+                                                                   self.config.private_upstreams]},
+                                   metrics=metrics.exposition if self.config.metrics else None)
             await self.health.start()
 
     async def shutdown(self) -> None:
@@ -263,6 +264,7 @@ class Gateway:
             # repeated ranges rebuild it: a secret-carrying request asks for the whole response.
             for name in RANGE_HEADERS:
                 request.headers.pop(name, None)
+        metrics.count_allow()
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         try:
@@ -286,6 +288,7 @@ class Gateway:
             usage = model_flow.buffered_usage(flow, self.config.max_body_bytes) if self.config else None
             error = scrub_echoes(flow, decision_id)
             scrubbed = flow.metadata.get("roster_scrubbed", 0)
+        metrics.count_scrubbed(scrubbed)
         if decision_id:
             self.steps.report(decision_id, flow.response.status_code if stream else status,
                               len(flow.request.raw_content or b""), response_bytes, error, scrubbed, usage)
@@ -303,6 +306,7 @@ class Gateway:
                     message.drop()
                     flow.kill()
                     return
+                metrics.count_scrubbed(count)
                 if count:
                     log.warning("scrubbed %d echo(es) of an injected secret from a websocket message", count)
 
@@ -315,7 +319,9 @@ class Gateway:
         message = flow.error.msg if flow.error else "upstream error"
         if scrubber is not None and flow.error is not None:
             message = scrub_error(flow, scrubber)
+            metrics.count_scrubbed(flow.metadata.get("roster_scrubbed", 0))
         if decision_id:
+            metrics.UPSTREAM_ERRORS.inc()
             self.steps.report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200],
                               flow.metadata.get("roster_scrubbed", 0), model_flow.usage_on_error(flow))
 

@@ -1,6 +1,9 @@
 """A tiny loopback HTTP endpoint the dispatcher checks before starting a box: 200 when the gateway runs
 and the control plane answers its /health, 503 otherwise; the body also shows the operator's settings
-that widen what the gateway dials (the private upstreams). Plain asyncio, no framework."""
+that widen what the gateway dials (the private upstreams). Plain asyncio, no framework.
+
+The same loopback listener serves the gateway's Prometheus metrics at /metrics (roster_gateway.metrics):
+boxes reach only the proxy port, never the host's loopback, so neither path is reachable from a box."""
 
 from __future__ import annotations
 
@@ -10,17 +13,20 @@ import time
 from collections.abc import Awaitable, Callable
 
 _MAX_REQUEST_LINE = 1024
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class HealthServer:
     def __init__(self, port: int, probe: Callable[[float], Awaitable[bool]], *, cache_seconds: float,
-                 probe_timeout: float, info: dict | None = None):
+                 probe_timeout: float, info: dict | None = None,
+                 metrics: Callable[[], bytes] | None = None):
         self.port = port
         self._probe = probe
         self._cache_seconds = cache_seconds
         self._probe_timeout = probe_timeout
         self._info = dict(info or {})  # configuration shown to the operator, e.g. the private upstreams
         self._cached: tuple[float, bool] | None = None
+        self._metrics = metrics  # the exposition of the gateway's metrics; None: /metrics is 404
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
@@ -46,15 +52,18 @@ class HealthServer:
                 while (await reader.readline()) not in (b"\r\n", b"\n", b""):
                     pass
             parts = line[:_MAX_REQUEST_LINE].decode("latin-1").split()
-            if len(parts) < 2 or parts[0] != "GET" or parts[1].split("?")[0] not in ("/healthz", "/health"):
-                status, body = 404, {"ok": False, "error": "not found"}
+            path = parts[1].split("?")[0] if len(parts) >= 2 and parts[0] == "GET" else ""
+            content_type = "application/json"
+            if path == "/metrics" and self._metrics is not None:
+                status, payload, content_type = 200, self._metrics(), METRICS_CONTENT_TYPE
+            elif path not in ("/healthz", "/health"):
+                status, payload = 404, json.dumps({"ok": False, "error": "not found"}).encode()
             else:
                 cp = await self.control_plane_ok()
-                status, body = (200 if cp else 503), {"ok": cp, "gateway": True, "control_plane": cp,
-                                                      **self._info}
-            payload = json.dumps(body).encode()
+                status, payload = (200 if cp else 503), json.dumps(
+                    {"ok": cp, "gateway": True, "control_plane": cp, **self._info}).encode()
             head = (f"HTTP/1.1 {status} {'OK' if status == 200 else 'Unavailable'}\r\n"
-                    f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+                    f"Content-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n"
                     "Connection: close\r\n\r\n").encode()
             writer.write(head + payload)
             await writer.drain()

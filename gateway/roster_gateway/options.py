@@ -36,6 +36,7 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_max_headers", int, 200, "Most request header fields the gateway passes"),
     ("roster_max_header_bytes", int, 16 * 1024, "Longest single request header value the gateway passes"),
     ("roster_health_port", int, 0, "Loopback port of the health endpoint (0: off)"),
+    ("roster_metrics", bool, True, "Serve Prometheus metrics at /metrics on the health port (loopback)"),
     ("roster_health_cache_ms", int, 1000, "Milliseconds a control-plane health answer is reused"),
     ("roster_allow_loopback_upstreams", bool, False,
      "TESTS ONLY: allow dialling loopback upstreams (never the gateway's or control plane's ports)"),
@@ -81,6 +82,7 @@ class GatewayConfig:
     max_header_bytes: int = 16 * 1024
     sentinel_refresh_seconds: float = 5.0
     proposals_host: str = "proposals.roster.invalid"
+    metrics: bool = True
 
 
 def read_token_file(path: str) -> str:
@@ -169,6 +171,7 @@ def build_config(opts) -> GatewayConfig:
         max_header_bytes=int(opts.roster_max_header_bytes),
         sentinel_refresh_seconds=max(0, opts.roster_sentinel_refresh_ms) / 1000,
         proposals_host=_proposals_host(opts.roster_proposals_host),
+        metrics=bool(getattr(opts, "roster_metrics", True)),
     )
 
 

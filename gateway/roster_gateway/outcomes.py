@@ -9,6 +9,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 
+from roster_gateway import metrics
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown
 
 log = logging.getLogger(__name__)
@@ -63,11 +64,14 @@ class OutcomeReporter:
             self._sender = None
 
     async def _send(self, batch: list[Outcome]) -> None:
+        metrics.OUTCOME_BATCH.observe(len(batch))
         try:
             results = await self._client.outcomes(batch)
         except ControlPlaneDown as exc:
+            metrics.OUTCOMES_LOST.inc(len(batch))
             log.warning("%d outcome(s) not reported: %s", len(batch), exc)
             return
         for outcome, result in zip(batch, results, strict=True):
             if result != "ok":
+                metrics.OUTCOMES_LOST.inc()
                 log.warning("outcome of %s: %s", outcome["decision_id"], result)

@@ -6,6 +6,8 @@ import json
 
 from mitmproxy import http
 
+from roster_gateway import metrics
+
 PROXY_AUTHENTICATE = 'Basic realm="roster", charset="UTF-8"'
 
 
@@ -28,3 +30,4 @@ def deny_response(status: int, reason: str, message: str, *, decision_id: str = 
 def deny_flow(flow: http.HTTPFlow, status: int, reason: str, message: str, **extra) -> None:
     flow.response = deny_response(status, reason, message, **extra)
     flow.metadata["roster_denied"] = reason
+    metrics.count_deny(reason)

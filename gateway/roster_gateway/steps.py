@@ -10,6 +10,7 @@ import asyncio
 
 from mitmproxy import http
 
+from roster_gateway import metrics
 from roster_gateway.addresses import AddressRefused, Vetting, vetted_address
 from roster_gateway.approvals import hold_for_approval
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown
@@ -50,11 +51,18 @@ class Steps:
 
     async def decide(self, payload: dict) -> Decision:
         """Ask /decide; on ask, hold the request for its approval. Raises ControlPlaneDown."""
-        decision = await self.client.decide(payload)
+        with metrics.DECIDE_SECONDS.time():
+            decision = await self.client.decide(payload)
         if decision.verdict == "ask":
-            decision = await hold_for_approval(self.client, decision, max_hold=self.config.hold_seconds,
-                                               poll_seconds=self.config.approval_poll_seconds,
-                                               background=self.background)
+            with metrics.HELD.track_inprogress():
+                try:
+                    decision = await hold_for_approval(
+                        self.client, decision, max_hold=self.config.hold_seconds,
+                        poll_seconds=self.config.approval_poll_seconds, background=self.background)
+                except ControlPlaneDown:
+                    metrics.count_hold("deny", None)
+                    raise
+            metrics.count_hold(decision.verdict, decision.reason)
         return decision
 
     async def judge(self, flow: http.HTTPFlow, payload: dict, token: str | None) -> Decision | None:

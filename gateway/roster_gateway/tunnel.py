@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mitmproxy import http
 
-from roster_gateway import proposals, shapes
+from roster_gateway import metrics, proposals, shapes
 from roster_gateway.client import ControlPlaneDown
 from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
 from roster_gateway.responses import deny_flow
@@ -50,5 +50,6 @@ async def judge_connect(steps: Steps, flow: http.HTTPFlow, state: ConnState) -> 
     request.data.host = ip  # mitmproxy dials (request.host, request.port) after this hook
     state.dial_names[(ip, request.port)] = host
     state.tunnel = True
+    metrics.count_allow()
     # Bytes inside a tunnel are invisible; the ledger counts the call (status 200, bytes unknown).
     steps.report(decision.decision_id, 200, 0, 0, "")

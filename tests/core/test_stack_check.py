@@ -19,7 +19,7 @@ spec.loader.exec_module(stack_check)
 
 
 class Answers:
-    """path -> (status, content type, body) for a fake stack process on loopback."""
+    """path, or (path, Authorization), -> (status, content type, body): a fake stack process on loopback."""
 
     def __init__(self, answers: dict[str, tuple[int, str, bytes]]):
         self.seen: list[tuple[str, str]] = []
@@ -27,8 +27,10 @@ class Answers:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 - http.server's API
-                seen.append((self.path, self.headers.get("Authorization", "")))
-                status, kind, body = answers_.get(self.path, (404, "text/plain", b"no"))
+                auth = self.headers.get("Authorization", "")
+                seen.append((self.path, auth))
+                status, kind, body = answers_.get((self.path, auth)) or answers_.get(
+                    self.path, (404, "text/plain", b"no"))
                 self.send_response(status)
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))
@@ -61,6 +63,7 @@ def fake(monkeypatch, tmp_path):
     (tmp_path / "gateway" / "service.token").write_text("gst_the_token\n")
     monkeypatch.setattr(stack_check, "VAR", tmp_path)
     monkeypatch.setattr(stack_check, "bridge_address", lambda: "127.0.0.1")
+    monkeypatch.setattr(stack_check, "METRICS_PORT", 0)  # tests that want the metrics listener serve one
     yield serve
     for server in servers:
         server.close()
@@ -80,6 +83,46 @@ def test_a_decision_api_refusing_the_gateways_token_fails(fake):
     fake("DECISION_PORT", {"/api/gateway/health": _json(401, {"detail": "Unauthorized"})})
     with pytest.raises(stack_check.Failed, match="refuses the gateway's own service token"):
         stack_check.check_decision_api()
+
+
+def test_the_metrics_listener_must_refuse_without_the_scrape_token_and_serve_with_it(fake, monkeypatch,
+                                                                                       tmp_path):
+    (tmp_path / "metrics.token").write_text("mst_scrape\n")
+    fake("DECISION_PORT", {"/api/gateway/health": _json(200, {"ok": True})})
+    listener = Answers({("/metrics", "Bearer mst_scrape"): (200, "text/plain", b"roster_decisions_total 0\n"),
+                        "/metrics": (401, "text/plain", b"")})
+    monkeypatch.setattr(stack_check, "METRICS_PORT", listener.port)
+    try:
+        assert "metrics on http://127.0.0.1" in stack_check.check_decision_api()
+        assert listener.seen == [("/metrics", ""), ("/metrics", "Bearer mst_scrape")]
+    finally:
+        listener.close()
+
+
+def test_a_metrics_listener_that_serves_without_a_token_fails(fake, monkeypatch, tmp_path):
+    (tmp_path / "metrics.token").write_text("mst_scrape\n")
+    fake("DECISION_PORT", {"/api/gateway/health": _json(200, {"ok": True})})
+    open_listener = Answers({"/metrics": (200, "text/plain", b"roster_decisions_total 0\n")})
+    monkeypatch.setattr(stack_check, "METRICS_PORT", open_listener.port)
+    try:
+        with pytest.raises(stack_check.Failed, match="without the scrape token"):
+            stack_check.check_decision_api()
+    finally:
+        open_listener.close()
+
+
+def test_a_gateway_must_serve_its_metrics(fake):
+    healthy = _json(200, {"ok": True, "gateway": True, "control_plane": True})
+    fake("HEALTH_PORT", {"/healthz": healthy})
+    with pytest.raises(stack_check.Failed, match="metrics"):
+        stack_check.check_gateway()
+
+
+def test_a_healthy_gateway_with_metrics_passes(fake):
+    healthy = _json(200, {"ok": True, "gateway": True, "control_plane": True})
+    fake("HEALTH_PORT", {"/healthz": healthy,
+                         "/metrics": (200, "text/plain", b"roster_gateway_requests_total 0\n")})
+    assert "metrics served" in stack_check.check_gateway()
 
 
 def test_a_gateway_without_its_control_plane_fails(fake):

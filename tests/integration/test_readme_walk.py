@@ -40,7 +40,7 @@ SHOTS = REPO / "test-artifacts" / "readme-walk"
 ADMIN, APPROVER, AUDITOR = "admin", "ann", "carol"
 PASSWORD = "readme-walk-password-1"
 ALLOWED_BODY = b"hello from the private upstream"
-STACK_PORTS = (8000, 8002, 8080, 8081)
+STACK_PORTS = (8000, 8002, 8003, 8080, 8081)
 
 
 class Upstream:
@@ -235,6 +235,13 @@ def test_the_readme_walk(empty_var, upstream, browser):
     assert "Roster is up" in up.stdout and "canary" in up.stdout
     health = httpx.get("http://127.0.0.1:8081/healthz", timeout=5).json()
     assert health["control_plane"] is True and health["private_upstreams"] == [f"127.0.0.1:{upstream.port}"]
+    # The metrics `make up` prints (docs/operations.md, Metrics): the control plane's want the scrape token.
+    assert "127.0.0.1:8003/metrics" in up.stdout and "127.0.0.1:8081/metrics" in up.stdout
+    assert "roster_gateway_requests_total" in httpx.get("http://127.0.0.1:8081/metrics", timeout=5).text
+    assert httpx.get("http://127.0.0.1:8003/metrics", timeout=5).status_code == 401
+    scrape = {"Authorization": f"Bearer {(VAR / 'metrics.token').read_text().strip()}"}
+    scraped = httpx.get("http://127.0.0.1:8003/metrics", headers=scrape, timeout=5)
+    assert scraped.status_code == 200 and "roster_decisions_total" in scraped.text
 
     # 2. An admin, as the README says.
     manage("createsuperuser", "--noinput", DJANGO_SUPERUSER_USERNAME=ADMIN,

@@ -113,13 +113,17 @@ def daphne_server(env: dict[str, str], tmp: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def decision_api_server(env: dict[str, str], tmp: Path) -> Iterator[str]:
-    """The decision API's own process (controlplane.decision_server), as scripts/up.sh runs it."""
+def decision_api_server(env: dict[str, str], tmp: Path, metrics_port: int = 0) -> Iterator[str]:
+    """The decision API's own process (controlplane.decision_server), as scripts/up.sh runs it; with a
+    metrics port, its metrics listener too (on loopback)."""
     port = free_port()
-    args = [VENV_PY, "-m", "controlplane.decision_server", "--host", "127.0.0.1", "--port", str(port)]
+    args = [VENV_PY, "-m", "controlplane.decision_server", "--host", "127.0.0.1", "--port", str(port),
+            "--metrics-host", "127.0.0.1", "--metrics-port", str(metrics_port)]
     proc = spawn(args, env=env, log=tmp / "decision-api.log")
     try:
         wait_for_port(port, proc=proc, timeout=30)
+        if metrics_port:
+            wait_for_port(metrics_port, proc=proc, timeout=10)
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(proc)

@@ -5,17 +5,21 @@ One probe box does all of it (see probe.py) to keep the Docker time short."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
+from urllib.parse import urlsplit
 
 import docker
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 
 from controlplane.dispatch.running import run_dispatch
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_create, run_set_status, worker_create
+from controlplane.metrics import listener
 from controlplane.policy.models import Grant
 from controlplane.vault.services import secret_set
 from tests.integration.boxes.conftest import install_probe
@@ -54,6 +58,18 @@ def other_box(docker_client, box_site):
         container.remove(force=True)
 
 
+@contextlib.contextmanager
+def metrics_listener():
+    """The control plane's metrics listener as the decision API's process runs it (on loopback), so the
+    box's scan of every host port tries it too, beside the gateway's health and metrics port."""
+    server = listener.start("127.0.0.1", 0, registry=CollectorRegistry())
+    try:
+        yield server.server_port
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def _probe_result(run: Run) -> dict:
     line = next(line for line in run.output.splitlines() if line.startswith("PROBE "))
     return json.loads(line.removeprefix("PROBE "))
@@ -65,7 +81,7 @@ def test_box_is_locked_and_the_gateway_is_the_only_exit(stack, docker_client, ot
     secret = secret_set("upstream-key", REAL_VALUE)
     with upstream_server() as (http_port, upstream), \
             upstream_server(stack.upstream_ca) as (tls_port, tls_upstream), \
-            listener_on_all_interfaces() as listen_port:
+            listener_on_all_interfaces() as listen_port, metrics_listener() as metrics_port:
         Grant.objects.create(
             slug="probe-upstream", worker=worker, methods=["GET"], schemes=["http"], host="127.0.0.1",
             port=http_port, paths=["/allowed/*"], secret=secret, inject_header="authorization",
@@ -98,6 +114,9 @@ def test_box_is_locked_and_the_gateway_is_the_only_exit(stack, docker_client, ot
     assert probe["listener"].startswith("blocked"), "a host port other than the gateway's was reachable"
     assert len(args["scan"]) > 3 and listen_port in args["scan"] and site.gateway_port in args["scan"]
     assert probe["open_host_ports"] == [site.gateway_port]
+    # Neither metrics endpoint is reachable from a box: the gateway's (its loopback health port) and the
+    # control plane's listener were both among the ports tried.
+    assert urlsplit(stack.gateway.health_url).port in args["scan"] and metrics_port in args["scan"]
     assert probe["direct_ip"].startswith("blocked") and probe["internet_ip"].startswith("blocked")
     assert probe["dns"].startswith("failed")
     assert probe["other_box"].startswith("blocked")

@@ -28,6 +28,7 @@ from tests.support import procs
 from tests.support.gateway import gateway_process
 
 HOLD_SECONDS = 4  # how long an "ask" is held; approvals in these tests come within a second
+METRICS_SCRAPE_TOKEN = "mst_integration-" + hashlib.sha256(str(time.time_ns()).encode()).hexdigest()[:16]
 SECRET_VALUE = "real-upstream-key-7f3Kq9LmW2xZ"
 
 
@@ -41,6 +42,7 @@ class Stack:
     ca: TestCA
     vault_key: Path
     tmp: Path
+    metrics_url: str = ""  # the decision API process's metrics listener (bearer METRICS_SCRAPE_TOKEN)
 
 
 @pytest.fixture(scope="session")
@@ -55,15 +57,18 @@ def gateway_stack(django_db_setup, django_db_blocker, redis_url, tmp_path_factor
         "ROSTER_VAULT_SENTINEL_CACHE_SECONDS": "0",
         "ROSTER_APPROVAL_HOLD_SECONDS": str(HOLD_SECONDS),
         "ROSTER_APPROVAL_POLL_SECONDS": "0.05",
+        "ROSTER_METRICS_TOKEN_SHA256": hashlib.sha256(METRICS_SCRAPE_TOKEN.encode()).hexdigest(),
     })
+    metrics_port = procs.free_port()
     upstreams = [Upstream(), Upstream(ca), Upstream()]
     try:
-        with procs.decision_api_server(env, tmp) as url, gateway_process(
+        with procs.decision_api_server(env, tmp, metrics_port=metrics_port) as url, gateway_process(
             url, GATEWAY_SERVICE_TOKEN, tmp, allow_loopback_upstreams=True, hold_seconds=HOLD_SECONDS,
             extra_options={"ssl_verify_upstream_trusted_ca": ca.cert_path, "roster_sentinel_refresh_ms": 0},
         ) as gw:
             procs.wait_for_http(url + "/api/gateway/health", timeout=30)
-            yield Stack(url, gw, upstreams[0], upstreams[1], upstreams[2], ca, vault_key, tmp)
+            yield Stack(url, gw, upstreams[0], upstreams[1], upstreams[2], ca, vault_key, tmp,
+                        metrics_url=f"http://127.0.0.1:{metrics_port}/metrics")
     finally:
         for upstream in upstreams:
             upstream.close()
