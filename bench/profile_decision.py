@@ -9,7 +9,8 @@ included), so the gap to the client's time is the round trips.
 
 Same seed and databases as the decision bench (bench/bench_decision.py, bench/databases.py). Not part
 of `make bench`: run `.venv/bin/python -m bench.profile_decision` (ROSTER_PROFILE_DECISIONS=N per
-outcome, default 200; ROSTER_BENCH_DATABASES=sqlite or postgres for one)."""
+outcome, default 200; ROSTER_BENCH_DATABASES=sqlite or postgres for one; ROSTER_PROFILE_PYTHON=1 adds a
+cProfile of the allow decisions on stderr)."""
 
 from __future__ import annotations
 
@@ -116,6 +117,24 @@ def _contended(items: list, capture: Capture) -> dict:
             **capture.summary(per_thread * THREADS)}
 
 
+def _python_profile(items: list) -> None:
+    """cProfile over allow decisions, to stderr: the Python work between the statements (much of it
+    inside the transaction, so inside the chain head lock)."""
+    import cProfile
+    import pstats
+
+    from controlplane.egress import decide
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for i in range(DECISIONS):
+        decide.decide(items[i % len(items)])
+    profiler.disable()
+    pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
+    pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+    pstats.Stats(profiler, stream=sys.stderr).print_callers(r"models/base.py:\d+\(__init__\)")
+
+
 def _child(seed_file: str) -> None:
     import django
 
@@ -151,6 +170,8 @@ def _child(seed_file: str) -> None:
         pending = list(allowed)
         results.append(_profile_outcome("outcome report (1 per batch)", settle, pending, capture))
     contended = _contended(requests["allow"], capture)
+    if os.environ.get("ROSTER_PROFILE_PYTHON"):
+        _python_profile(requests["allow"])
     print(json.dumps({"vendor": connection.vendor, "outcomes": results, "contended": contended}))
 
 
