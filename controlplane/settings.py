@@ -214,9 +214,9 @@ ROSTER_GATEWAY_TOKEN_SHA256 = os.environ.get("ROSTER_GATEWAY_TOKEN_SHA256", "")
 ROSTER_DECISION_API_HOST = os.environ.get("ROSTER_DECISION_API_HOST", "127.0.0.1")
 ROSTER_DECISION_API_PORT = _env_int("ROSTER_DECISION_API_PORT", 8002)
 ROSTER_DECISION_API_KEEPALIVE_SECONDS = _env_int("ROSTER_DECISION_API_KEEPALIVE_SECONDS", 75)
-# Threads (each with its own database connection) serving /api/gateway/ under ASGI. Its writes all take
-# the audit chain's single-writer lock, so 1 is fastest on SQLite; more only help concurrent reads.
-ROSTER_GATEWAY_DB_THREADS = _env_int("ROSTER_GATEWAY_DB_THREADS", 1)
+# At most this many decisions and outcome batches that arrive together share one transaction and one
+# commit on the gateway API's database thread (controlplane.egress.db_thread; 1 turns grouping off).
+ROSTER_GROUP_COMMIT_MAX = _env_int("ROSTER_GROUP_COMMIT_MAX", 64)
 # Decision API input limits (the gateway's request facts; anything bigger is a 422, nothing decided).
 ROSTER_DECIDE_MAX_HEADERS = _env_int("ROSTER_DECIDE_MAX_HEADERS", 200)
 ROSTER_DECIDE_MAX_HEADER_BYTES = _env_int("ROSTER_DECIDE_MAX_HEADER_BYTES", 16 * 1024)

@@ -9,6 +9,8 @@ hex is no hash at all: every call is refused."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 import threading
 from pathlib import Path
@@ -47,3 +49,13 @@ def gateway_token_sha256() -> str:
     with _lock:
         _cached = (key, value)
     return value
+
+
+def is_gateway_token(token: str) -> bool:
+    """The bearer's SHA-256 equals the configured hash, compared in constant time; no hash configured
+    means no token is the gateway's."""
+    expected = gateway_token_sha256()
+    if not expected or not token:
+        return False
+    offered = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+    return hmac.compare_digest(offered, expected)

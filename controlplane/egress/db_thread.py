@@ -1,39 +1,159 @@
-"""Where the gateway API's blocking work runs: its own database thread(s), each with a long-lived
-connection, instead of a fresh thread (and connection) per request."""
+"""Where the gateway API's blocking work runs: one database thread with a long-lived connection, which
+commits decisions and outcomes that arrive together as one group (docs/operations.md, "Group commit").
+
+Every write here appends to the audit chain, which admits one writer at a time (SQLite's write lock,
+PostgreSQL's advisory lock), so more threads would only add lock contention. One thread serves the
+jobs in arrival order instead; while it works, new jobs queue, and the next turn takes them all.
+
+A group is one transaction: its jobs run one after another inside it, exactly as they would alone (the
+chain is appended in arrival order, budgets are reserved against everything before them), and every
+answer is released only after the commit that made its records durable. If anything in a group fails,
+the whole group rolls back and each job runs again on its own, in its own transactions, as if no group
+had been tried: no answer is ever released for work that was rolled back."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
-from concurrent.futures import ThreadPoolExecutor
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.db import connection
+from django.db import connection, transaction
+
+log = logging.getLogger(__name__)
 
 
-def _healthy_connection_call(fn, *args):
-    # Pool threads keep their database connection between calls (no connect per decision); one that
-    # saw errors and no longer answers is dropped so the next call reconnects.
+@dataclass(frozen=True)
+class _Job:
+    alone: Callable  # runs on its own, opening (and committing) its own transactions
+    grouped: Callable | None  # runs inside a group's transaction; raises on any failure
+    args: tuple
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+
+
+def _ensure_healthy_connection() -> None:
+    # The thread keeps its database connection between jobs (no connect per decision); one that saw
+    # errors and no longer answers is dropped so the next statement reconnects.
     if connection.connection is not None and connection.errors_occurred and not connection.is_usable():
         connection.close()
-    return fn(*args)
 
 
-# Every write here appends to the audit chain, which admits one writer at a time (SQLite's write lock,
-# PostgreSQL's advisory lock), so more threads only add lock contention: on SQLite, threads that lose
-# the lock back off in sleeps of up to 100 ms and can starve for seconds under load. One thread (its own
-# long-lived connection) serves the requests in arrival order instead.
-_db_executor = ThreadPoolExecutor(max_workers=settings.ROSTER_GATEWAY_DB_THREADS,
-                                  thread_name_prefix="gateway-db")
+def _deliver(future: asyncio.Future, result=None, error: BaseException | None = None) -> None:
+    if future.done():  # the caller went away (a gateway that gave up); its work stands, unanswered
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class GroupCommitter:
+    """The gateway API's database thread. `run` queues a job and waits for its answer."""
+
+    def __init__(self, max_group: int):
+        self.max_group = max_group
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._start_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    async def run(self, alone: Callable, grouped: Callable | None, *args):
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._ensure_started()
+        self._jobs.put(_Job(alone, grouped, args, loop, future))
+        return await future
+
+    def _ensure_started(self) -> None:
+        if self._thread is not None:
+            return
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="gateway-db", daemon=True)
+                self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            jobs = [self._jobs.get()]
+            while len(jobs) < self.max_group:
+                try:
+                    jobs.append(self._jobs.get_nowait())
+                except queue.Empty:
+                    break
+            self._run_in_order(jobs)
+
+    def _run_in_order(self, jobs: list[_Job]) -> None:
+        """Consecutive groupable jobs form one group; any other job runs alone between groups."""
+        group: list[_Job] = []
+        for job in jobs:
+            if job.grouped is not None:
+                group.append(job)
+                continue
+            self._run_group(group)
+            group = []
+            self._run_alone(job)
+        self._run_group(group)
+
+    def _run_alone(self, job: _Job) -> None:
+        try:
+            _ensure_healthy_connection()
+            result = job.alone(*job.args)
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting request, which answers for it
+            job.loop.call_soon_threadsafe(_deliver, job.future, None, exc)
+            return
+        job.loop.call_soon_threadsafe(_deliver, job.future, result)
+
+    def _run_group(self, group: list[_Job]) -> None:
+        if len(group) <= 1:
+            for job in group:
+                self._run_alone(job)
+            return
+        committed = []
+        try:
+            _ensure_healthy_connection()
+            with transaction.atomic():
+                # Registered first, so it runs first after the commit: a later on-commit callback that
+                # fails (a live-queue broadcast) must not make this group's durable work run twice.
+                transaction.on_commit(lambda: committed.append(True))
+                results = [job.grouped(*job.args) for job in group]
+        except Exception as exc:  # noqa: BLE001 - the group is rolled back; each job is redone alone
+            if not committed:
+                log.warning("group commit of %d jobs rolled back (%s); running each on its own",
+                            len(group), type(exc).__name__)
+                for job in group:
+                    self._run_alone(job)
+                return
+            log.error("after a group commit of %d jobs: %s", len(group), type(exc).__name__)
+        for job, result in zip(group, results, strict=True):
+            job.loop.call_soon_threadsafe(_deliver, job.future, result)
+
+
+_committer = GroupCommitter(max_group=settings.ROSTER_GROUP_COMMIT_MAX)
 
 
 async def in_pool(request, fn, *args):
-    """Run blocking service code. Under ASGI (daphne) on the gateway API's own database thread(s):
-    Django would otherwise start a fresh thread, and so a fresh database connection, for every
-    request. Under WSGI (the test client) in the request's own thread, which already is that."""
+    """Run blocking service code alone. Under ASGI (daphne, uvicorn) on the gateway API's database
+    thread; under WSGI (the test client) in the request's own thread, which already is that."""
+    return await in_group(request, fn, None, *args)
+
+
+async def in_group(request, alone: Callable, grouped: Callable | None, *args):
+    """Run `alone(*args)`, or under ASGI `grouped(*args)` inside a group's transaction when other jobs
+    wait with it (see the module docstring); both must give the same answer for the same state."""
     if isinstance(request, ASGIRequest):
-        call = functools.partial(_healthy_connection_call, fn, *args)
-        return await asyncio.get_running_loop().run_in_executor(_db_executor, call)
-    return await sync_to_async(_healthy_connection_call, thread_sensitive=True)(fn, *args)
+        return await in_group_asgi(alone, grouped, *args)
+
+    def call():
+        _ensure_healthy_connection()
+        return alone(*args)
+    return await sync_to_async(call, thread_sensitive=True)()
+
+
+async def in_group_asgi(alone: Callable, grouped: Callable | None, *args):
+    """in_group for a caller already on the ASGI server's event loop (controlplane.egress.fast_routes)."""
+    return await _committer.run(alone, grouped, *args)

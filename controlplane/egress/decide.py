@@ -83,8 +83,7 @@ def _decide(req: EgressRequest, decision_id: str) -> Answer:
             return _bad_token(req, decision_id)
     # Evaluated outside the transaction, so the compiled grants may come from (and go into) the cache.
     state = state_for(run.policy_version)
-    sentinel_ids = frozenset(sentinel_secret_ids([value for _, value in req.headers] + [req.path]
-                                                 + list(req.sentinels)))
+    sentinel_ids = _sentinel_ids(req)
     facts = req.facts(sentinel_ids)
     now = timezone.now()
     decision = engine.require_authentic(engine.evaluate(
@@ -100,6 +99,28 @@ def _decide(req: EgressRequest, decision_id: str) -> Answer:
             decision = engine.require_authentic(engine.evaluate(
                 run_state(run), facts, grant_rules_for_worker(run.worker_id, state), now))
         return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state)
+
+
+def decide_grouped(req: EgressRequest) -> Answer:
+    """decide() inside a group's transaction (controlplane.egress.db_thread), which already holds the
+    audit chain's write lock: one read of the run, judged and recorded on it. Raises on any failure, so
+    the group rolls back and this request is decided again alone, by decide()."""
+    decision_id = new_decision_id()
+    run = live_run_for_token(req.token, with_policy_version=True)
+    if run is None:
+        return _bad_token(req, decision_id)
+    # A group of decisions writes no grant or secret, so the compiled grants may come from the cache.
+    state = state_for(run.policy_version, policy_unwritten=True)
+    sentinel_ids = _sentinel_ids(req)
+    now = timezone.now()
+    decision = engine.require_authentic(engine.evaluate(
+        run_state(run), req.facts(sentinel_ids), grant_rules_for_worker(run.worker_id, state), now))
+    return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state)
+
+
+def _sentinel_ids(req: EgressRequest) -> frozenset[int]:
+    return frozenset(sentinel_secret_ids([value for _, value in req.headers] + [req.path]
+                                         + list(req.sentinels)))
 
 
 def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, decision_id: str,

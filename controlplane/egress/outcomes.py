@@ -62,6 +62,13 @@ def outcomes_report(outcomes: Sequence[tuple]) -> list[str]:
     return results
 
 
+def outcomes_grouped(outcomes: Sequence[tuple]) -> list[str]:
+    """outcomes_report() inside a group's transaction (controlplane.egress.db_thread): an unknown or
+    settled id is refused without writing; any other failure raises, so the group rolls back and this
+    batch is settled again by outcomes_report()."""
+    return [_settle_one(*outcome) for outcome in outcomes]
+
+
 def _settle_one(decision_id: str, status: int, request_bytes: int, response_bytes: int, error: str,
                 scrubbed: int = 0, usage: TokenUsage | None = None) -> str:
     try:

@@ -50,11 +50,13 @@ class PolicyState:
 _state = PolicyState(None)
 
 
-def state_for(version: int | None) -> PolicyState:
+def state_for(version: int | None, *, policy_unwritten: bool = False) -> PolicyState:
+    """`policy_unwritten`: the caller's open transaction writes no grant or secret (a group of decisions,
+    controlplane.egress.db_thread), so what it reads under `version` is committed policy."""
     global _state
     # Unknown version (counter row missing): never cache. Inside a transaction the reads may include
     # this transaction's own uncommitted writes, which a rollback would undo under the same number.
-    if version is None or connection.in_atomic_block:
+    if version is None or (connection.in_atomic_block and not policy_unwritten):
         return PolicyState(None)
     current = _state
     if current.version != version:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
-import hmac
 import logging
 import time
 import uuid
@@ -22,12 +20,12 @@ from ninja.security import HttpBearer
 from controlplane.approvals.models import Approval
 from controlplane.approvals.selectors import approval_status
 from controlplane.approvals.services import approval_abandon, approval_mark_expired
-from controlplane.core.service_token import gateway_token_sha256
+from controlplane.core.service_token import is_gateway_token
 from controlplane.egress import outcomes
 from controlplane.egress.conclude import approval_conclude
-from controlplane.egress.db_thread import in_pool
+from controlplane.egress.db_thread import in_group, in_pool
 from controlplane.egress.decide import decide as decide_request
-from controlplane.egress.decide import policy_error_answer
+from controlplane.egress.decide import decide_grouped, policy_error_answer
 from controlplane.egress.request import EgressRequest, new_decision_id
 from controlplane.egress.schemas import (
     DecideIn,
@@ -54,11 +52,7 @@ class GatewayAuth(HttpBearer):
 
     # async (no I/O inside): ninja then calls it on the event loop instead of hopping to a thread.
     async def authenticate(self, request, token: str):
-        expected = gateway_token_sha256()
-        if not expected or not token:
-            return None
-        offered = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
-        return "gateway" if hmac.compare_digest(offered, expected) else None
+        return "gateway" if is_gateway_token(token) else None
 
 
 router = Router(tags=["gateway"], auth=GatewayAuth())
@@ -66,14 +60,18 @@ router = Router(tags=["gateway"], auth=GatewayAuth())
 
 @router.post("/decide", response={200: DecideOut}, summary="Decide one egress request")
 async def decide(request, body: DecideIn):
-    return answer_body(await in_pool(request, decide_request, EgressRequest(
+    return answer_body(await in_group(request, decide_request, decide_grouped, egress_request(body)))
+
+
+def egress_request(body: DecideIn) -> EgressRequest:
+    return EgressRequest(
         token=body.token, method=body.method, scheme=body.scheme, host=body.host, port=body.port,
         path=body.path,
         headers=tuple(body.headers), body_size=body.body_size, body_sha256=body.body_sha256,
         body_preview=body.body_preview, mcp=tuple((m.method, m.tool) for m in body.mcp),
         sentinels=tuple(body.sentinels),
         model_call=body.model_call.facts() if body.model_call else None,
-    )))
+    )
 
 
 @router.get("/sentinels", response={200: SentinelsOut}, summary="Every sentinel, for the gateway's scan")
@@ -148,10 +146,14 @@ def _outcome(body: OutcomeIn) -> Status:
 
 @router.post("/outcomes", response={200: OutcomesOut}, summary="Report many outcomes at once")
 async def outcomes_batch(request, body: OutcomesIn):
-    items = [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error, o.scrubbed,
-              o.usage.usage() if o.usage else None)
-             for o in body.outcomes]
-    return {"results": await in_pool(request, outcomes.outcomes_report, items)}
+    return {"results": await in_group(request, outcomes.outcomes_report, outcomes.outcomes_grouped,
+                                      outcome_items(body))}
+
+
+def outcome_items(body: OutcomesIn) -> list[tuple]:
+    return [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error, o.scrubbed,
+             o.usage.usage() if o.usage else None)
+            for o in body.outcomes]
 
 
 @router.post("/trace", response={200: OkOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut},

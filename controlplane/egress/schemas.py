@@ -8,8 +8,7 @@ import binascii
 from typing import Annotated, Literal
 
 from django.conf import settings
-from ninja import Schema
-from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from controlplane.ledger.types import ModelCallFacts, TokenUsage
 from controlplane.policy.engine import DenyReason
@@ -32,7 +31,7 @@ def strict_base64(cls, value: str) -> str:
     return value
 
 
-class Strict(Schema):
+class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 

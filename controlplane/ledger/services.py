@@ -37,7 +37,7 @@ _q = connection.ops.quote_name
 _CAPS_SQL = (f"SELECT id, worker_id, unit, {_q('window')}, {_q('limit')} FROM {Cap._meta.db_table} "
              "WHERE worker_id IS NULL OR worker_id = %s ORDER BY id")
 _HAS_LINES_SQL = f"SELECT 1 FROM {SpendLine._meta.db_table} WHERE decision_id = %s LIMIT 1"
-_LINES_OF_DECISION_SQL = (f"SELECT s.kind, s.worker_id, s.run_id, s.grant_slug, w.name "
+_LINES_OF_DECISION_SQL = (f"SELECT s.kind, s.worker_id, s.run_id, s.grant_slug, w.name, s.unit "
                           f"FROM {SpendLine._meta.db_table} s JOIN {Worker._meta.db_table} w "
                           "ON w.id = s.worker_id WHERE s.decision_id = %s ORDER BY s.id")
 _INSERT_LINE_SQL = (f"INSERT INTO {SpendLine._meta.db_table} (worker_id, run_id, grant_slug, decision_id, "
@@ -148,7 +148,7 @@ def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: To
         raise UnknownDecision(f"no reservation for decision {decision_id}")
     if any(line[0] == SpendLine.Kind.SETTLE for line in lines):
         raise AlreadySettled(f"decision {decision_id} is already settled")
-    _kind, worker_id, run_id, grant_slug, worker_name = reserved[0]
+    _kind, worker_id, run_id, grant_slug, worker_name, _unit = reserved[0]
     total = request_bytes + response_bytes
     with connection.cursor() as cur:
         cur.execute(_INSERT_LINE_SQL, [worker_id, run_id, grant_slug, decision_id, SpendLine.Kind.SETTLE,
@@ -156,8 +156,11 @@ def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: To
                                        connection.ops.adapt_datetimefield_value(timezone.now())])
     record = {"op": "settle", "decision_id": decision_id, "grant": grant_slug,
               "request_bytes": request_bytes, "response_bytes": response_bytes, "bytes": total}
-    model = model_spend.settle_model_call(decision_id, usage, worker_id=worker_id, run_id=run_id,
-                                          grant_slug=grant_slug)
+    # Only a model call reserves tokens (see _reserve): any other call has no model reservation to look up.
+    model = None
+    if any(line[5] == Unit.TOKENS for line in reserved):
+        model = model_spend.settle_model_call(decision_id, usage, worker_id=worker_id, run_id=run_id,
+                                              grant_slug=grant_slug)
     if model is not None:
         record["model"] = model
     audit_append("spend", record, run=run_id, worker=worker_name)

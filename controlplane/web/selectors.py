@@ -28,6 +28,10 @@ def live_runs() -> QuerySet[Run]:
     return Run.objects.filter(status__in=Run.LIVE_STATUSES).select_related("worker").order_by("-id")
 
 
+def recent_runs(worker: Worker, limit: int = 20) -> QuerySet[Run]:
+    return Run.objects.filter(worker=worker).order_by("-id")[:limit]
+
+
 def pending_approval_count(now: datetime | None = None) -> int:
     now = now or timezone.now()
     return Approval.objects.filter(status=Approval.Status.PENDING, expires_at__gt=now).count()

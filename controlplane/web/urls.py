@@ -6,6 +6,7 @@ app_name = "web"
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("workers/<int:worker_id>/", views.worker_detail, name="worker"),
     path("runs/<int:run_id>/", views.run_timeline, name="run"),
     path("approvals/", approval_views.approval_queue, name="approvals"),
     path("approvals/list/", approval_views.approval_queue_fragment, name="approvals-list"),

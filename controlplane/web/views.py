@@ -1,4 +1,4 @@
-"""Overview and run timeline pages, plus the one stylesheet and script. Views stay thin."""
+"""Overview, worker and run timeline pages, plus the one stylesheet and script. Views stay thin."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 
 from controlplane.approvals.cards import approval_cards_for_run
 from controlplane.core.taint import DataClass
-from controlplane.fleet.models import Run
+from controlplane.fleet.models import Run, Worker
 from controlplane.ledger.models import Unit
 from controlplane.ledger.selectors import cap_statuses
 from controlplane.web import charts, selectors
@@ -50,6 +50,22 @@ def overview(request: HttpRequest) -> HttpResponse:
         "caps": _cap_statuses(),
         "spend_chart": charts.spend_chart(),
         "decisions_chart": charts.decisions_chart(),
+        "cap_charts": charts.cap_charts(),
+        "wait_chart": charts.wait_chart(),
+    })
+
+
+@require_GET
+@hardened
+@login_required
+@permission_required("fleet.view_worker", raise_exception=True)
+def worker_detail(request: HttpRequest, worker_id: int) -> HttpResponse:
+    worker = get_object_or_404(Worker, pk=worker_id)
+    return render(request, "web/worker.html", {
+        "worker": worker,
+        "runs": selectors.recent_runs(worker),
+        "cap_charts": charts.cap_charts(worker),
+        "spend_chart": charts.spend_chart(worker=worker, chart_id="worker-spend-chart"),
     })
 
 
@@ -65,7 +81,8 @@ def run_timeline(request: HttpRequest, run_id: int) -> HttpResponse:
         "entries": selectors.run_timeline(run),
         "approvals": approval_cards_for_run(run),
         "totals": selectors.run_totals(run),
-        "decisions_chart": charts.decisions_chart(run=run),
+        "decisions_chart": charts.run_decisions_chart(run),
+        "spend_charts": charts.run_spend_charts(run),
         "traces": selectors.run_traces(run),
         "output": run.output[: settings.ROSTER_WEB_OUTPUT_PREVIEW_CHARS],
         "output_cut": len(run.output) > settings.ROSTER_WEB_OUTPUT_PREVIEW_CHARS or run.output_truncated,

@@ -1,5 +1,6 @@
-"""The ledger and audit tests that depend on the database's locking and triggers, run again against a
-real PostgreSQL 15 server: a throwaway cluster, and a child pytest whose DATABASE_URL points at it."""
+"""The ledger and audit tests that depend on the database's locking, triggers and time truncation, run
+again against a real PostgreSQL 15 server: a throwaway cluster, and a child pytest whose DATABASE_URL
+points at it."""
 
 import os
 import subprocess
@@ -14,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 PG_SUITE = [
     "tests/ledger/test_concurrency.py", "tests/ledger/test_restart.py",
     "tests/ledger/test_model_concurrency.py", "tests/ledger/test_model_spend.py",
-    "tests/ledger/test_reserve.py",
+    "tests/ledger/test_reserve.py", "tests/ledger/test_history.py",
     "tests/ledger/test_selectors.py", "tests/audit/test_chain_concurrency.py", "tests/audit/test_triggers.py",
     "tests/audit/test_verify.py", "tests/audit/test_append.py",
 ]

@@ -8,6 +8,7 @@ import json
 from django.test import Client
 
 from controlplane.audit.models import AuditRecord
+from controlplane.audit.services import audit_append
 from controlplane.ledger import caps
 from controlplane.ledger.models import Cap
 from tests.web.conftest import PASSWORD
@@ -49,6 +50,7 @@ def test_overview_and_run_show_charts_with_the_cap_line(admin_user, worker, run)
 
     caps.cap_save(Cap(worker=None, unit="requests", window="day", limit=40), admin_user)
     SpendLine.objects.create(worker=worker, run=run, kind="settle", unit="requests", amount=12)
+    audit_append("decision", {"url": "https://api.example.com/"}, run=run, verdict="allow")
     client = Client()
     assert client.login(username=admin_user.username, password=PASSWORD)
     html = client.get("/").content.decode()

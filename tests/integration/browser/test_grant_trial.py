@@ -62,16 +62,3 @@ def test_admin_dry_runs_an_unsaved_change_against_recorded_traffic(world, page_f
     harness.shot(page, "28-grant-dry-run")
     assert Grant.objects.get(pk=world["grant"].pk).mode == "ask"
 
-
-def test_overview_charts_draw_spend_and_the_cap_line(world, page_for):
-    from controlplane.ledger.models import Cap, SpendLine
-
-    Cap.objects.create(worker=None, unit="requests", window="day", limit=10)
-    SpendLine.objects.create(worker=world["worker"], run=world["run"], kind="settle", unit="requests",
-                             amount=4)
-    root = User.objects.create(username="chartroot", is_staff=True, is_superuser=True)
-    page = page_for(root, "/")
-    assert page.locator("#spend-chart svg polyline[data-name=mailer]").count() == 1
-    assert page.locator("#spend-chart svg line.cap-line").count() == 1
-    assert page.locator("#decisions-chart svg polyline").count() == 3
-    harness.shot(page, "30-overview-charts")

@@ -1,0 +1,143 @@
+"""The gateway API's database thread (controlplane.egress.db_thread): jobs that arrive together share one
+transaction, each answer is released only after the commit that made it durable, and a group with any
+failure rolls back whole and each job runs again alone."""
+
+import asyncio
+import threading
+
+import pytest
+from django.db import connection, transaction
+
+from controlplane.audit.models import AuditRecord
+from controlplane.audit.services import audit_append
+from controlplane.audit.verify import verify_database
+from controlplane.egress.db_thread import GroupCommitter
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _blocker(gate: threading.Event):
+    """A job run alone that holds the thread until `gate` opens, so the jobs queued meanwhile form a group."""
+    def block():
+        gate.wait(10)
+        return "blocker"
+    return block
+
+
+def _grouped_append(name: str, seen: dict):
+    def job():
+        record = audit_append("decision", {"job": name})
+        committed = seen.setdefault(name, {"committed": False})
+        committed["outer"] = connection.atomic_blocks[0] if connection.atomic_blocks else None
+        transaction.on_commit(lambda: committed.update(committed=True))
+        return name, record.seq
+    return job
+
+
+def _alone_append(name: str):
+    def job():
+        record = audit_append("decision", {"job": name, "alone": True})
+        return f"{name}-alone", record.seq
+    return job
+
+
+async def _run_group(committer, jobs):
+    gate = threading.Event()
+    first = asyncio.ensure_future(committer.run(_blocker(gate), None))
+    await asyncio.sleep(0.05)  # the blocker now holds the thread
+    waiting = [asyncio.ensure_future(committer.run(alone, grouped)) for alone, grouped in jobs]
+    await asyncio.sleep(0.05)  # every job is queued behind it
+    gate.set()
+    assert await first == "blocker"
+    return await asyncio.gather(*waiting)
+
+
+def test_jobs_queued_together_share_one_transaction_in_arrival_order():
+    seen: dict = {}
+    names = [f"j{i}" for i in range(6)]
+    jobs = [(_alone_append(n), _grouped_append(n, seen)) for n in names]
+    results = asyncio.run(_run_group(GroupCommitter(max_group=64), jobs))
+    assert [name for name, _ in results] == names  # each its grouped answer
+    seqs = [seq for _, seq in results]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # the chain in arrival order
+    assert all(seen[n]["outer"] is seen["j0"]["outer"] for n in names) and seen["j0"]["outer"] is not None
+    # every answer was released after its commit
+    assert all(seen[n]["committed"] for n in names)
+    assert verify_database().ok
+
+
+def test_max_group_bounds_a_group():
+    seen: dict = {}
+    names = [f"k{i}" for i in range(5)]
+    jobs = [(_alone_append(n), _grouped_append(n, seen)) for n in names]
+    results = asyncio.run(_run_group(GroupCommitter(max_group=2), jobs))
+    outers = [seen[n]["outer"] for n in names[:4]]
+    # groups of at most two: k0+k1 and k2+k3 share one transaction each; k4, a group of one, runs alone
+    assert outers[0] == outers[1] and outers[2] == outers[3] and outers[1] != outers[2]
+    assert [name for name, _ in results] == ["k0", "k1", "k2", "k3", "k4-alone"]
+    assert verify_database().ok
+
+
+def test_a_failing_job_rolls_the_group_back_and_every_job_runs_alone():
+    seen: dict = {}
+
+    def broken():
+        audit_append("decision", {"job": "broken"})
+        raise RuntimeError("boom")
+
+    jobs = [(_alone_append("a"), _grouped_append("a", seen)),
+            (_alone_append("b"), broken),
+            (_alone_append("c"), _grouped_append("c", seen))]
+    results = asyncio.run(_run_group(GroupCommitter(max_group=64), jobs))
+    assert [name for name, _ in results] == ["a-alone", "b-alone", "c-alone"]
+    bodies = list(AuditRecord.objects.order_by("seq").values_list("body", flat=True))
+    # nothing of the rolled-back group survives: only the three alone runs, once each, in order
+    assert len(bodies) == 3 and all('"alone":true' in body for body in bodies)
+    assert not seen["a"]["committed"] and "c" not in seen  # c never ran inside the doomed group
+    assert verify_database().ok
+
+
+def test_a_job_that_fails_alone_hands_its_error_to_its_caller_only():
+    def fails():
+        raise ValueError("bad")
+
+    async def scenario(committer):
+        bad = committer.run(fails, None)
+        good = committer.run(_alone_append("ok"), None)
+        return await asyncio.gather(bad, good, return_exceptions=True)
+
+    bad, good = asyncio.run(scenario(GroupCommitter(max_group=64)))
+    assert isinstance(bad, ValueError) and good[0] == "ok-alone"
+
+
+def test_an_on_commit_failure_after_the_commit_does_not_run_the_group_twice():
+    seen: dict = {}
+
+    def grouped_with_failing_callback():
+        audit_append("decision", {"job": "cb"})
+
+        def fail():
+            raise RuntimeError("broadcast down")
+        transaction.on_commit(fail)
+        return "cb", 0
+
+    jobs = [(_alone_append("x"), _grouped_append("x", seen)),
+            (_alone_append("cb"), grouped_with_failing_callback)]
+    results = asyncio.run(_run_group(GroupCommitter(max_group=64), jobs))
+    assert [name for name, _ in results] == ["x", "cb"]
+    assert AuditRecord.objects.count() == 2  # committed once, not redone alone
+
+
+def test_a_caller_that_went_away_does_not_stop_the_thread():
+    async def scenario(committer):
+        gate = threading.Event()
+        first = asyncio.ensure_future(committer.run(_blocker(gate), None))
+        await asyncio.sleep(0.05)
+        gone = asyncio.ensure_future(committer.run(_alone_append("gone"), None))
+        await asyncio.sleep(0.01)
+        gone.cancel()
+        gate.set()
+        await first
+        return await committer.run(_alone_append("after"), None)
+
+    assert asyncio.run(scenario(GroupCommitter(max_group=64)))[0] == "after-alone"
