@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from bench.profile_capture import Capture, install
 DECISIONS = int(os.environ.get("ROSTER_PROFILE_DECISIONS", 200))
 WARMUP = 30
 THREADS = 8
+GROUP = 16  # decisions per group commit, as the decision API groups those that arrive together
 PG_SETTINGS = {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
 ASK_HOST = "ask.profile.example"
 
@@ -74,19 +74,23 @@ def _pg_statements(reset: bool = False) -> list[tuple[str, int, float]]:
         return [(q, c, t) for q, c, t in cur.fetchall()]
 
 
-def _profile_outcome(name: str, call, items: list, capture: Capture) -> dict:
-    for i in range(WARMUP):
+def _profile_outcome(name: str, call, items: list, capture: Capture, per_call: int = 1) -> dict:
+    """`call` on items in turn; `per_call` decisions each (a group), and every figure is per decision."""
+    warmup = max(WARMUP // per_call, 2)
+    for i in range(warmup):
         call(items[i % len(items)])
     _pg_statements(reset=True)
     capture.reset()
     walls = []
-    for i in range(DECISIONS):
+    calls = max(DECISIONS // per_call, 1)
+    for i in range(calls):
         start = time.perf_counter()
-        call(items[(WARMUP + i) % len(items)])  # after the warm-up's: each outcome settles once
+        call(items[(warmup + i) % len(items)])  # after the warm-up's: each outcome settles once
         walls.append(time.perf_counter() - start)
-    client = capture.summary(DECISIONS)  # before the server's statistics are read, which are statements too
-    server = [(q, c / DECISIONS, t / c) for q, c, t in _pg_statements()]
-    return {"name": name, "wall_ms": statistics.mean(walls) * 1000, **client, "server": server}
+    decisions = calls * per_call
+    client = capture.summary(decisions)  # before the server's statistics are read, which are statements too
+    server = [(q, c / decisions, t / c) for q, c, t in _pg_statements()]
+    return {"name": name, "wall_ms": sum(walls) / decisions * 1000, **client, "server": server}
 
 
 def _contended(items: list, capture: Capture) -> dict:
@@ -139,7 +143,7 @@ def _child(seed_file: str) -> None:
     import django
 
     django.setup()
-    from django.db import connection
+    from django.db import connection, transaction
 
     from controlplane.egress import decide, outcomes
 
@@ -162,6 +166,19 @@ def _child(seed_file: str) -> None:
         if result != "ok":
             raise RuntimeError(f"outcome not settled: {result}")
 
+    def decide_group(group: list) -> None:
+        """As the decision API's database thread runs a group: one transaction, one commit."""
+        with transaction.atomic():
+            for req in group:
+                if decide.decide_grouped(req).decision.verdict != "allow":
+                    raise RuntimeError("not allowed in a group")
+
+    def settle_group(decision_ids: list[str]) -> None:
+        with transaction.atomic():
+            results = outcomes.outcomes_grouped([(d, 200, 100, 200, "") for d in decision_ids])
+        if set(results) != {"ok"}:
+            raise RuntimeError(f"outcomes not settled: {results}")
+
     results = []
     with connection.execute_wrapper(capture.wrapper):
         for name, items in requests.items():
@@ -169,6 +186,16 @@ def _child(seed_file: str) -> None:
             results.append(_profile_outcome(name, call, items, capture))
         pending = list(allowed)
         results.append(_profile_outcome("outcome report (1 per batch)", settle, pending, capture))
+        allows = requests["allow"]
+        groups = [[allows[(i * GROUP + j) % len(allows)] for j in range(GROUP)] for i in range(len(allows))]
+        results.append(_profile_outcome(f"allow, groups of {GROUP}", decide_group, groups, capture, GROUP))
+        # Fresh decisions to settle: the ones above are settled already.
+        allowed.clear()
+        for i in range((max(WARMUP // GROUP, 2) + max(DECISIONS // GROUP, 1)) * GROUP):
+            decide_allow(allows[i % len(allows)])
+        settled = [allowed[i:i + GROUP] for i in range(0, len(allowed) - GROUP + 1, GROUP)]
+        results.append(_profile_outcome(f"outcome reports, groups of {GROUP}", settle_group, settled,
+                                        capture, GROUP))
     contended = _contended(requests["allow"], capture)
     if os.environ.get("ROSTER_PROFILE_PYTHON"):
         _python_profile(requests["allow"])
