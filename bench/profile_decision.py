@@ -139,6 +139,18 @@ def _python_profile(items: list) -> None:
     pstats.Stats(profiler, stream=sys.stderr).print_callers(r"models/base.py:\d+\(__init__\)")
 
 
+def _bare_round_trip() -> float:
+    """The floor under every statement: `SELECT 1` (a round trip on PostgreSQL), mean ms."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        start = time.perf_counter()
+        for _ in range(DECISIONS):
+            cur.execute("SELECT 1")
+            cur.fetchone()
+    return (time.perf_counter() - start) / DECISIONS * 1000
+
+
 def _child(seed_file: str) -> None:
     import django
 
@@ -199,7 +211,8 @@ def _child(seed_file: str) -> None:
     contended = _contended(requests["allow"], capture)
     if os.environ.get("ROSTER_PROFILE_PYTHON"):
         _python_profile(requests["allow"])
-    print(json.dumps({"vendor": connection.vendor, "outcomes": results, "contended": contended}))
+    print(json.dumps({"vendor": connection.vendor, "outcomes": results, "contended": contended,
+                      "bare_ms": _bare_round_trip()}))
 
 
 # --- parent side ---
@@ -215,7 +228,8 @@ def _print(label: str, report: dict) -> None:
               f"{r['transactions']:>5.1f} {r['sql_ms']:>7.2f} {r['lock_wait_ms']:>9.3f} "
               f"{r['lock_held_ms']:>9.3f}")
     print("(sql ms: time inside statements, BEGIN and COMMIT; lock held: chain head lock per decision, "
-          f"{'pg_advisory_xact_lock to COMMIT' if pg else 'BEGIN IMMEDIATE to COMMIT'})")
+          f"{'pg_advisory_xact_lock to COMMIT' if pg else 'BEGIN IMMEDIATE to COMMIT'}; "
+          f"a bare SELECT 1 takes {report['bare_ms']:.3f} ms)")
     for r in report["outcomes"]:
         print(f"\n  {r['name']}: statement (client side)                                   "
               f"per decision   mean ms")
