@@ -17,6 +17,9 @@ from pathlib import Path
 from tests.support import postgres
 
 QUICK = os.environ.get("ROSTER_BENCH_QUICK", "") not in ("", "0")
+# ROSTER_BENCH_PG_DURABLE=0: fsync and synchronous commit off, as the test suite's clusters run, to tell
+# the WAL flush's share of a commit from the round trips'.
+PG_DURABLE = os.environ.get("ROSTER_BENCH_PG_DURABLE", "1") != "0"
 KINDS = ("sqlite", "postgres")
 LABELS = {"sqlite": "SQLite", "postgres": "PostgreSQL 15"}
 
@@ -57,8 +60,8 @@ def database(kind: str, tmp: Path, pg_settings: dict[str, str] | None = None) ->
     if kind == "sqlite":
         yield Database(kind, LABELS[kind], f"sqlite:///{tmp / 'bench.sqlite3'}")
         return
-    with postgres.postgres_cluster(durable=True, settings=pg_settings) as url:
-        yield Database(kind, LABELS[kind], url)
+    with postgres.postgres_cluster(durable=PG_DURABLE, settings=pg_settings) as url:
+        yield Database(kind, LABELS[kind] + ("" if PG_DURABLE else " (fsync off)"), url)
 
 
 def available_databases(title: str) -> list[str]:
