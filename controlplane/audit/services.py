@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from controlplane.audit import chain
 from controlplane.audit.models import AuditRecord
-from controlplane.core.db import in_transaction
+from controlplane.core.db import TransactionMemo, in_transaction
 
 KINDS = frozenset({
     "decision", "tripwire", "approval", "spend", "credential_use", "grant_change", "run_state", "trace",
@@ -50,12 +50,23 @@ def _worker_name(worker, run) -> str:
     return _text(worker if isinstance(worker, str) else worker.name, "worker", _MAX_WORKER)
 
 
+# Within one transaction the chain lock is taken once and the head is known after the first append, so
+# a group of decisions (controlplane.egress.db_thread) pays for neither again; both memos are forgotten
+# with the transaction, or with the savepoint they were set in (a savepoint's rollback also releases
+# a lock taken inside it, and removes the records appended inside it).
+_lock_held = TransactionMemo()
+_known_head = TransactionMemo()
+
+
 def lock_chain_head() -> None:
     """Serialise appenders. SQLite: the settings begin every transaction IMMEDIATE, so this transaction
     already holds the database write lock. PostgreSQL: a transaction-scoped advisory lock."""
     if connection.vendor == "postgresql":
+        if _lock_held.get():
+            return
         with connection.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", [_PG_LOCK_KEY])
+        _lock_held.set(True)
     elif connection.vendor == "sqlite":
         if connection.settings_dict.get("OPTIONS", {}).get("transaction_mode") != "IMMEDIATE":
             raise RuntimeError("SQLite must use transaction_mode IMMEDIATE (see settings.py)")
@@ -75,8 +86,10 @@ def _append(kind: str, data: dict, run, worker: str, verdict: str, reason: str) 
     now = chain.truncate_ms(timezone.now())
     run_id = _run_id(run)
     with connection.cursor() as cur:
-        cur.execute(_HEAD_SQL)
-        head = cur.fetchone()
+        head = _known_head.get()
+        if head is None:
+            cur.execute(_HEAD_SQL)
+            head = cur.fetchone()
         seq, prev = (head[0] + 1, head[1]) if head else (1, chain.GENESIS_PREV)
         body = chain.build_body(seq=seq, time=now, prev=prev, kind=kind, run=run_id, worker=worker,
                                 verdict=verdict, reason=reason, data=data)
@@ -84,6 +97,7 @@ def _append(kind: str, data: dict, run, worker: str, verdict: str, reason: str) 
         cur.execute(_INSERT_SQL, [seq, connection.ops.adapt_datetimefield_value(now), kind, run_id, worker,
                                   verdict, reason, body, prev, digest])
         pk = cur.fetchone()[0]
+    _known_head.set((seq, digest))
     record = AuditRecord(id=pk, seq=seq, created_at=now, kind=kind, run_id_ref=run_id, worker_name=worker,
                          verdict=verdict, reason=reason, body=body, prev_hash=prev, hash=digest)
     record._state.adding = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db import connection
 
+from controlplane.audit import services as audit_services
 from controlplane.audit import triggers
 from controlplane.audit.models import AuditRecord
 
@@ -12,6 +13,13 @@ from controlplane.audit.models import AuditRecord
 def raw(sql: str, params=()) -> None:
     with connection.cursor() as cur:
         cur.execute(sql, params)
+    _as_another_connection()
+
+
+def _as_another_connection() -> None:
+    # An attacker writes through a connection of their own: the test's connection must not go on
+    # trusting the chain head it remembers from its own appends in this transaction.
+    audit_services._known_head.forget()
 
 
 def drop_triggers() -> None:
@@ -22,6 +30,7 @@ def drop_triggers() -> None:
 def insert_record(seq, body, prev, digest, created_at, kind="decision", worker="", verdict="", run=None):
     AuditRecord.objects.create(seq=seq, created_at=created_at, kind=kind, run_id_ref=run, worker_name=worker,
                                verdict=verdict, reason="", body=body, prev_hash=prev, hash=digest)
+    _as_another_connection()
 
 
 def shift_seqs_from(first_seq: int, by: int) -> None:

@@ -15,7 +15,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 def test_decision_api_on_postgresql():
     files = ["tests/egress/test_decide.py", "tests/egress/test_policy_cache.py",
              "tests/egress/test_approval_flow.py", "tests/egress/test_outcome_trace.py",
-             "tests/egress/test_model_call_decide.py"]
+             "tests/egress/test_model_call_decide.py", "tests/egress/test_group_commit.py",
+             "tests/egress/test_fast_routes.py"]
     with postgres.postgres_cluster() as url:
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *files],

@@ -17,7 +17,7 @@ PG_SUITE = [
     "tests/ledger/test_model_concurrency.py", "tests/ledger/test_model_spend.py",
     "tests/ledger/test_reserve.py", "tests/ledger/test_history.py",
     "tests/ledger/test_selectors.py", "tests/audit/test_chain_concurrency.py", "tests/audit/test_triggers.py",
-    "tests/audit/test_verify.py", "tests/audit/test_append.py",
+    "tests/audit/test_verify.py", "tests/audit/test_append.py", "tests/core/test_transaction_memo.py",
 ]
 SUITE_TIMEOUT_SECONDS = 600
 
