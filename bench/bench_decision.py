@@ -1,7 +1,9 @@
-"""Decision-API latency: real servers on a fresh SQLite database in a temp directory, 50 workers and 500
-grants loaded, POST /api/gateway/decide over keep-alive connections: the decision API's own process
+"""Decision-API latency: real servers on a fresh database (SQLite in a temp directory, then a throwaway
+PostgreSQL 15 cluster: bench/databases.py), 50 workers and 500 grants loaded, POST /api/gateway/decide
+over keep-alive connections: the decision API's own process
 (what the gateway calls, as `make up` runs it) and, for comparison, the web server (daphne). Prints
-p50/p99 and requests per second at concurrency 1 and 16. `python -m bench decision`."""
+p50/p99 and requests per second at concurrency 1 and 16, one table per database.
+`python -m bench decision`; ROSTER_BENCH_QUICK=1 for a quick check that it runs."""
 
 from __future__ import annotations
 
@@ -19,13 +21,16 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bench import databases
+
 REPO = Path(__file__).resolve().parents[1]
 WORKERS = 50
 GRANTS = 500
 GLOBAL_GRANTS = 50  # apply to every worker; the other 450 are 9 per worker
-REQUESTS_C1 = int(os.environ.get("ROSTER_BENCH_DECISION_REQUESTS", 1000))
+REQUESTS_C1 = databases.count("ROSTER_BENCH_DECISION_REQUESTS", 1000, 64)
 REQUESTS_C16 = REQUESTS_C1 * 2
-WARMUP = 100
+WARMUP = 10 if databases.QUICK else 100
+TARGET_C16_DECISIONS = 1500
 SERVER_START_TIMEOUT = 60
 # name, `python -m` arguments ({port} filled in)
 SERVERS = (
@@ -92,12 +97,12 @@ def _service_only(tokens: list[str], sentinel: str, total: int) -> None:
     print(json.dumps(latencies))
 
 
-def _env(tmp: Path, service_token: str) -> dict[str, str]:
+def _env(tmp: Path, service_token: str, database_url: str) -> dict[str, str]:
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "controlplane.settings",
         "ROSTER_VAR_DIR": str(tmp),
-        "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
+        "DATABASE_URL": database_url,
         "ROSTER_VAULT_KEY_FILE": str(tmp / "vault.key"),
         "ROSTER_GATEWAY_TOKEN_SHA256": hashlib.sha256(service_token.encode()).hexdigest(),
         "ROSTER_LOG_LEVEL": "ERROR",
@@ -161,18 +166,23 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def main() -> None:
+def _child(env: dict[str, str], *args: str):
+    """This module run in a child process with the bench's environment; its last line of output, as JSON."""
+    out = subprocess.run([sys.executable, "-m", "bench.bench_decision", *args], cwd=REPO, env=env,
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _bench_one(kind: str, service_token: str) -> None:
     from tests.support.procs import free_port, spawn, stop, wait_for_http
 
-    service_token = "gst_bench_" + secrets.token_urlsafe(24)
-    with tempfile.TemporaryDirectory(prefix="roster-bench-decision-") as tmpdir:
+    with tempfile.TemporaryDirectory(prefix="roster-bench-decision-") as tmpdir, \
+            databases.database(kind, Path(tmpdir)) as db:
         tmp = Path(tmpdir)
-        env = _env(tmp, service_token)
+        env = _env(tmp, service_token, db.url)
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=REPO, env=env,
                        check=True)
-        seeded = subprocess.run([sys.executable, __file__, "--seed"], cwd=REPO, env=env, check=True,
-                                capture_output=True, text=True)
-        data = json.loads(seeded.stdout.strip().splitlines()[-1])
+        data = _child(env, "--seed")
         auth = {"Authorization": f"Bearer {service_token}"}
         bodies = [_body(token, data["sentinel"]) for token in data["tokens"]]
         rows = []
@@ -194,10 +204,8 @@ def main() -> None:
                 stop(server)
         data_file = tmp / "seed.json"
         data_file.write_text(json.dumps(data))
-        in_process = subprocess.run([sys.executable, __file__, "--service", str(data_file)], cwd=REPO,
-                                    env=env, check=True, capture_output=True, text=True)
-        service_ms = json.loads(in_process.stdout.strip().splitlines()[-1])
-    print(f"decision API (SQLite, {WORKERS} workers, {GRANTS} grants; allow with secret inject, budget "
+        service_ms = _child(env, "--service", str(data_file))
+    print(f"decision API ({db.label}, {WORKERS} workers, {GRANTS} grants; allow with secret inject, budget "
           "reserve and audit)")
     print(f"{'server':<28} {'concurrency':>11} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} "
           f"{'req/s':>8}")
@@ -206,17 +214,23 @@ def main() -> None:
     print(f"{'in-process':<28} {'':>11} {len(service_ms):>8} {_percentile(service_ms, 0.5):>8.2f} "
           f"{_percentile(service_ms, 0.99):>8.2f} {statistics.mean(service_ms):>8.2f} {'':>8}"
           "  (egress.decide.decide alone, no HTTP)")
-    print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    c16 = next(rps for name, concurrency, *_, rps in rows if name == SERVERS[0][0] and concurrency == 16)
+    print(f"{db.label}: decision API c16 {c16:.0f} decisions/s (target >= {TARGET_C16_DECISIONS} durable "
+          f"decisions/s)")
+    print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+
+
+def main() -> None:
+    service_token = "gst_bench_" + secrets.token_urlsafe(24)
+    for kind in databases.available_databases("decision API bench"):
+        _bench_one(kind, service_token)
 
 
 if __name__ == "__main__":
     if "--seed" in sys.argv:
-        sys.path.insert(0, str(REPO))
         _seed()
     elif "--service" in sys.argv:
-        sys.path.insert(0, str(REPO))
         seeded = json.loads(Path(sys.argv[-1]).read_text())
         _service_only(seeded["tokens"], seeded["sentinel"], REQUESTS_C1)
     else:
-        sys.path.insert(0, str(REPO))
         main()

@@ -2,7 +2,7 @@
 to the upstream directly (no proxy), through plain `mitmdump` set to stream, and through the Roster
 gateway (full decision path; the call is metered: a price, a token cap, `include_usage` asked for
 upstream and its chunk removed, usage settled). The gateway is also measured with an instant decision
-API stand-in (bench_gateway's "instant-cp"), which isolates its own streaming cost from the decision
+API stand-in (bench.gateway_servers' "instant-cp"), which isolates its own streaming cost from the decision
 round trip: the call is still metered in the gateway (usage asked for and its chunk removed); and once
 more with that stand-in injecting a secret, as a model API key is, so every streamed piece is also
 scrubbed for its echoes (the usual case for a model call).
@@ -29,7 +29,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from bench.bench_gateway import SERVICE_TOKEN, _control_plane_env, _helper, _prepare
+from bench.bench_gateway import SERVICE_TOKEN, _control_plane_env, _prepare
+from bench.gateway_servers import helper
 from tests.support import procs
 from tests.support.gateway import MITMDUMP, gateway_process
 
@@ -148,11 +149,11 @@ def main() -> None:
             direct = _direct(up_port)
             with _streaming_mitmdump(tmp) as plain_port:
                 plain = _measure("plain mitmdump (stream_large_bodies)", plain_port, _request(up_port, None))
-            with _helper("instant-cp") as fake_port, gateway_process(
+            with helper("instant-cp") as fake_port, gateway_process(
                     f"http://127.0.0.1:{fake_port}", SERVICE_TOKEN, tmp, allow_loopback_upstreams=True,
                     quiet=True) as gw:
                 own = _measure("gateway + instant decision API", gw.port, _request(up_port, token))
-            with _helper("instant-cp", "secret") as fake_port, gateway_process(
+            with helper("instant-cp", "secret") as fake_port, gateway_process(
                     f"http://127.0.0.1:{fake_port}", SERVICE_TOKEN, tmp, allow_loopback_upstreams=True,
                     quiet=True) as gw:
                 scrubbed = _measure("gateway + instant API, secret scrubbed", gw.port,

@@ -36,8 +36,11 @@ def _run(args: list[str], timeout: float = START_TIMEOUT_SECONDS) -> None:
 
 
 @contextlib.contextmanager
-def postgres_cluster(max_connections: int = 200) -> Iterator[str]:
-    """Yield a DATABASE_URL for a superuser on a new cluster; the cluster is gone afterwards."""
+def postgres_cluster(max_connections: int = 200, *, durable: bool = False,
+                     settings: dict[str, str] | None = None) -> Iterator[str]:
+    """Yield a DATABASE_URL for a superuser on a new cluster; the cluster is gone afterwards.
+    Tests skip fsync (speed, nothing to keep); `durable=True` keeps PostgreSQL's own defaults (fsync and
+    synchronous commit on), as a deployment runs it, for measuring. `settings` adds `-c name=value`s."""
     if not available():
         raise RuntimeError(f"PostgreSQL binaries not found under {PG_BIN}")
     # Under /tmp (not pytest's 0700 tmp_path), so the postgres user can reach it.
@@ -50,8 +53,11 @@ def postgres_cluster(max_connections: int = 200) -> Iterator[str]:
     try:
         _run([str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", PG_USER, "--no-sync",
               "-E", "UTF8", "--locale=C"])
-        options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off "
-                   f"-c synchronous_commit=off -c full_page_writes=off -c max_connections={max_connections}")
+        options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c max_connections={max_connections}"
+        if not durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        for name, value in (settings or {}).items():
+            options += f" -c {name}={value}"
         _run([str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "server.log"),
               "-w", "-t", str(START_TIMEOUT_SECONDS), "start"])
         wait_for_port(port, timeout=START_TIMEOUT_SECONDS)

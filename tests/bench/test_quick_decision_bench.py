@@ -1,0 +1,32 @@
+"""`make bench`'s decision bench end to end in quick mode (few requests; numbers not looked at): the
+SQLite table with both servers at both concurrencies, the in-process row and the target line; without
+PostgreSQL's binaries, a "skipped: why" line instead of the PostgreSQL table, and still a success."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import procs
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_quick_decision_bench_prints_its_rows(tmp_path):
+    env = {**os.environ, "ROSTER_BENCH_QUICK": "1", "ROSTER_PG_BIN": str(tmp_path / "no-postgres"),
+           "ROSTER_BENCH_DECISION_REQUESTS": "16"}
+    env.pop("ROSTER_BENCH_DATABASES", None)
+    proc = subprocess.run([sys.executable, "-m", "bench", "decision"], cwd=procs.REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
+    assert "decision API bench on PostgreSQL 15: skipped: PostgreSQL 15 binaries not found" in out
+    assert "decision API (SQLite, 50 workers, 500 grants" in out
+    assert "decision API (PostgreSQL 15" not in out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("decision API (uvicorn)",
+                                                                        "web server (daphne)"))]
+    assert [(row[-6], row[-5]) for row in rows] == [("1", "16"), ("16", "32"), ("1", "16"), ("16", "32")]
+    assert any(line.startswith("in-process ") for line in out.splitlines())
+    assert "SQLite: decision API c16 " in out and "(target >= 1500 durable decisions/s)" in out
+    assert "failed" not in out
