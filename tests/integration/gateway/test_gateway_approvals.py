@@ -123,7 +123,9 @@ def test_a_late_approval_does_not_pass_a_replay_with_another_header(stack, token
         assert replayed.status_code != 200  # a new request: it asks again and is held, then expires
         assert deny_body(replayed)["reason"] == "approval_expired"
         same = box.post(stack.http.url("/send"), content=b"{}", headers=headers)
-        assert same.status_code == 200, same.text
+        # On failure, the approvals as stored say whether the late approval was consumed or never matched.
+        assert same.status_code == 200, (same.text, list(Approval.objects.order_by("created_at").values_list(
+            "status", "request_digest", "grace_until", "abandoned_at", "used_at")))
     [seen] = stack.http.requests
     assert seen["headers"]["authorization"] == "Bearer approved-one"
     assert seen["headers"]["content-type"] == "application/json"
