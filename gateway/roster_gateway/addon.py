@@ -10,24 +10,19 @@ import logging
 from mitmproxy import connection, ctx, exceptions, http, tcp, tls, udp
 from mitmproxy.proxy import layer, layers
 
-from roster_gateway import metrics, model_flow, proposals, shapes
+from roster_gateway import metrics, model_flow, shapes
 from roster_gateway.addresses import Vetting
-from roster_gateway.client import ControlPlaneClient, ControlPlaneDown, Transport
-from roster_gateway.decoding import narrow_accept_encoding
-from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
+from roster_gateway.client import ControlPlaneClient, Transport
 from roster_gateway.health import HealthServer
-from roster_gateway.mcp import MalformedBody, mcp_calls
 from roster_gateway.options import OPTIONS, GatewayConfig, build_config, export_ca_cert
 from roster_gateway.outcomes import OutcomeReporter
+from roster_gateway.request_path import judge_request
 from roster_gateway.responses import deny_flow
-from roster_gateway.scrub import scrub_echoes, scrub_error, scrubber_for
+from roster_gateway.scrub import scrub_echoes, scrub_error
 from roster_gateway.steps import ConnState, Steps
-from roster_gateway.swap import SwapRefused, apply_secrets
 from roster_gateway.tunnel import judge_connect
-from roster_gateway.wire import Decision
 
 log = logging.getLogger("roster_gateway")
-RANGE_HEADERS = ("range", "if-range")
 # mitmproxy leaves the root logger at DEBUG; libraries that log per frame would build records per request.
 logging.getLogger("hpack").setLevel(logging.WARNING)
 
@@ -165,11 +160,7 @@ class Gateway:
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.request.method.upper() == "CONNECT" or self.config is None:
             return
-        try:
-            refusal = (shapes.check_sizes(flow.request, self.config)
-                       or shapes.check_headers(flow.request, self.config.max_body_bytes))
-        except Exception:  # noqa: BLE001 - fail closed
-            refusal = shapes.Refusal("malformed_request", 400, "unreadable request headers")
+        refusal = shapes.check_head(flow.request, self.config)
         if refusal:
             deny_flow(flow, refusal.status, refusal.reason, refusal.message)
 
@@ -180,91 +171,7 @@ class Gateway:
         if self.steps is None:
             deny_flow(flow, 503, "policy_error", "gateway is not configured")
             return
-        state = self._conn(flow.client_conn)
-        header_token = token_from_header(flow.request.headers.get("proxy-authorization"))
-        # Inside a CONNECT tunnel the identity is the tunnel's; a header inside it is ignored.
-        token = state.token if state.connect_target is not None else header_token
-        strip_proxy_headers(flow.request)
-        refusal = self._check_request(flow, state)
-        if refusal is not None:
-            deny_flow(flow, refusal.status, refusal.reason, refusal.message)
-            return
-        if proposals.is_reserved(self.config, flow.request.host):
-            await proposals.answer(self.steps, flow, token)  # answered here: never dialled, never /decide
-            return
-        try:
-            body = flow.request.get_content(strict=True) or b""
-            mcp = mcp_calls(flow.request.headers.get("content-type", ""), body)
-        except (MalformedBody, ValueError) as exc:
-            deny_flow(flow, 400, "malformed_request", f"unreadable request body: {exc}")
-            return
-        scheme = "https" if flow.request.scheme == "https" else "http"
-        try:
-            finder = await self.steps.sentinels.finder()
-        except ControlPlaneDown as exc:
-            deny_flow(flow, 503, "control_plane_unavailable", str(exc))
-            return
-        payload = decide_payload(flow.request, token=token or "", scheme=scheme, mcp=mcp,
-                                 preview_bytes=self.config.body_preview_bytes,
-                                 sentinels=finder.found_in_request(flow.request, self.config.max_body_bytes))
-        model_flow.note_request(flow, body, payload)
-        decision = await self.steps.judge(flow, payload, token)
-        if decision is None:
-            return
-        await self._allow(flow, decision, state)
-
-    def _check_request(self, flow: http.HTTPFlow, state: ConnState) -> shapes.Refusal | None:
-        request = flow.request
-        refusal = (shapes.check_sizes(request, self.config)
-                   or shapes.check_headers(request, self.config.max_body_bytes))
-        if refusal:
-            return refusal
-        if len(request.raw_content or b"") > self.config.max_body_bytes:
-            return shapes.too_large(self.config.max_body_bytes)
-        refusal = shapes.check_decoded_size(request, self.config.max_body_bytes)
-        if refusal:
-            return refusal
-        sni = flow.client_conn.sni if request.scheme == "https" else None
-        return (shapes.check_authority(request, connect_target=state.connect_target, sni=sni)
-                or shapes.check_canonical(request))
-
-    async def _allow(self, flow: http.HTTPFlow, decision: Decision, state: ConnState) -> None:
-        request = flow.request
-        host = shapes.normalise_host(request.host)
-        ip = await self.steps.vet_or_deny(flow, decision, host)
-        if ip is None:
-            return
-        model_flow.before_forwarding(flow)
-        if decision.trace:
-            try:
-                await self.client.trace(decision.decision_id, request.raw_content or b"")
-            except ControlPlaneDown as exc:
-                self.steps.settle_unused(decision, 503, "trace_failed")
-                deny_flow(flow, 503, "trace_failed", f"model input could not be traced: {exc}",
-                          decision_id=decision.decision_id)
-                return
-        built: list[tuple[str, str]] = []
-        try:
-            apply_secrets(request, decision, built)
-        except SwapRefused as exc:
-            self.steps.settle_unused(decision, 400, "malformed_request")
-            deny_flow(flow, 400, "malformed_request", str(exc), decision_id=decision.decision_id)
-            return
-        # Dial the vetted IP; Host header and TLS SNI keep the name (see server_connect).
-        request.data.host = ip
-        state.dial_names[(ip, request.port)] = host
-        flow.metadata["roster_decision_id"] = decision.decision_id
-        flow.metadata["roster_grant"] = decision.grant
-        # Real values stay in this flow's memory only, to scrub echoes from its response.
-        scrubber = scrubber_for(decision.replace, decision.inject, built, self.config.max_body_bytes)
-        if scrubber is not None:
-            flow.metadata["roster_scrubber"] = scrubber
-            narrow_accept_encoding(request)
-            # A byte range of an echo is a slice of the secret that no whole-value scrub can find, and
-            # repeated ranges rebuild it: a secret-carrying request asks for the whole response.
-            for name in RANGE_HEADERS:
-                request.headers.pop(name, None)
-        metrics.count_allow()
+        await judge_request(self.steps, flow, self._conn(flow.client_conn))
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         try:

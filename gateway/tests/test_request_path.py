@@ -1,4 +1,5 @@
-"""The request path through the addon: identity, decide, allow/deny/ask, secrets, outcomes, failures."""
+"""The request path (request_path.py, through the addon): identity, decide, allow/deny/ask, secrets,
+outcomes, failures."""
 
 from __future__ import annotations
 
