@@ -1,5 +1,7 @@
-"""The Roster egress gateway addon: identity, request checks, the /decide round trip, approvals,
-secret injection, address vetting and outcome reports. Every failure path denies."""
+"""The Roster egress gateway addon: mitmproxy's hooks. Configuration (configuration.py), a request's path
+(request_path.py) and a CONNECT's (tunnel.py) live in their own modules; here are the lifecycle, the
+responses and their outcome reports, the dial gate and the refusal of everything that is not HTTP.
+Every failure path denies."""
 
 from __future__ import annotations
 
@@ -7,10 +9,10 @@ import asyncio
 import functools
 import logging
 
-from mitmproxy import connection, ctx, exceptions, http, tcp, tls, udp
+from mitmproxy import connection, ctx, http, tcp, tls, udp
 from mitmproxy.proxy import layer, layers
 
-from roster_gateway import metrics, model_flow, shapes
+from roster_gateway import configuration, metrics, model_flow, shapes
 from roster_gateway.addresses import Vetting
 from roster_gateway.client import ControlPlaneClient, Transport
 from roster_gateway.health import HealthServer
@@ -25,13 +27,6 @@ from roster_gateway.tunnel import judge_connect
 log = logging.getLogger("roster_gateway")
 # mitmproxy leaves the root logger at DEBUG; libraries that log per frame would build records per request.
 logging.getLogger("hpack").setLevel(logging.WARNING)
-
-# mitmproxy settings the gateway's guarantees depend on: nothing is dialled before a decision
-# (lazy, no upstream cert sniffing), inbound headers validated, no HTTP/3, and no streamed bodies
-# (a streamed request would be judged before its body, e.g. its MCP tool, is known).
-REQUIRED_OPTIONS = {"connection_strategy": "lazy", "upstream_cert": False,
-                    "validate_inbound_headers": True, "http3": False, "stream_large_bodies": None}
-FORBIDDEN_NONEMPTY = ("ignore_hosts", "allow_hosts", "tcp_hosts", "udp_hosts")
 
 
 def fail_closed(hook):
@@ -77,47 +72,18 @@ class Gateway:
             self._configuring = False
 
     def _configure(self, opts, updated: set[str]) -> None:
-        # (getattr with a default: in unit tests the proxy-server options are not registered)
-        if getattr(opts, "ssl_insecure", False):
-            raise exceptions.OptionsError("the gateway never skips upstream certificate checks")
-        for name in FORBIDDEN_NONEMPTY:
-            if getattr(opts, name, None):
-                raise exceptions.OptionsError(f"{name} would bypass the gateway's decisions; leave it empty")
-        # Flows carry injected secrets once allowed: never dump headers or bodies, never save flows.
-        if getattr(opts, "flow_detail", 0) > 1 or getattr(opts, "save_stream_file", None):
-            raise exceptions.OptionsError("flow_detail > 1 and save_stream_file would record secret values")
-        for mode in getattr(opts, "mode", ()):
-            if not mode.startswith("regular"):
-                raise exceptions.OptionsError("the gateway runs only as a regular HTTP proxy")
-        if any(n.startswith("roster_") or n in ("listen_port", "mode") for n in updated) or not self.config:
+        configuration.refuse_unsafe_options(opts)
+        if configuration.changes_config(updated) or not self.config:
             config = build_config(opts)
             old = self.client
-            self.config = config
-            self.vetting = Vetting(allow_loopback=config.allow_loopback_upstreams,
-                                   own_ports=config.own_ports, control_plane=config.control_plane_endpoint,
-                                   also_control_plane=config.also_control_plane,
-                                   private_upstreams=config.private_upstreams)
-            self.client = ControlPlaneClient(config.control_plane, config.service_token,
-                                             decide_timeout=config.decide_timeout,
-                                             outcome_timeout=config.outcome_timeout,
-                                             transport=self._transport)
-            self.outcomes = OutcomeReporter(self.client, max_batch=config.outcome_batch_max,
-                                            flush_delay=config.outcome_flush_delay, spawn=self._spawn)
-            self.steps = Steps(config, self.client, self.vetting, self.outcomes, self.background)
+            self.steps = configuration.build_steps(config, transport=self._transport, spawn=self._spawn,
+                                                   background=self.background)
+            self.config, self.client = config, self.steps.client
+            self.vetting, self.outcomes = self.steps.vetting, self.steps.outcomes
             if old is not None and self._transport is None:
                 self._spawn(old.close())
-            if config.allow_loopback_upstreams:
-                log.warning("roster_allow_loopback_upstreams is on: for tests only")
-            if config.private_upstreams:
-                log.info("private upstreams the gateway may dial: %s",
-                         ", ".join(map(str, config.private_upstreams)))
-        wanted = {k: v for k, v in REQUIRED_OPTIONS.items() if hasattr(opts, k)}
-        if hasattr(opts, "body_size_limit"):
-            # mitmproxy itself answers 413 for a body over the limit, before reading it.
-            wanted["body_size_limit"] = str(self.config.max_body_bytes)
-        wrong = {k: v for k, v in wanted.items() if getattr(opts, k) != v}
-        if wrong:
-            opts.update(**wrong)
+            configuration.log_widened_dialling(config)
+        configuration.pin_required_options(opts, self.config)
 
     async def running(self) -> None:
         export_ca_cert(ctx.options.confdir, ctx.options.roster_ca_cert_export)
