@@ -1,7 +1,7 @@
-"""The Roster egress gateway addon: mitmproxy's hooks. Configuration (configuration.py), a request's path
-(request_path.py) and a CONNECT's (tunnel.py) live in their own modules; here are the lifecycle, the
-responses and their outcome reports, the dial gate and the refusal of everything that is not HTTP.
-Every failure path denies."""
+"""The Roster egress gateway addon: mitmproxy's hooks, each handing its work to the module that owns it:
+configuration (configuration.py), a request's path (request_path.py), what comes back (response_path.py)
+and a CONNECT's path (tunnel.py). Here are the lifecycle, the per-connection state, the dial gate and the
+refusal of everything that is not HTTP. Every failure path denies."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import logging
 from mitmproxy import connection, ctx, http, tcp, tls, udp
 from mitmproxy.proxy import layer, layers
 
-from roster_gateway import configuration, metrics, model_flow, shapes
+from roster_gateway import configuration, metrics, response_path, shapes
 from roster_gateway.addresses import Vetting
 from roster_gateway.client import ControlPlaneClient, Transport
 from roster_gateway.health import HealthServer
@@ -20,7 +20,6 @@ from roster_gateway.options import OPTIONS, GatewayConfig, build_config, export_
 from roster_gateway.outcomes import OutcomeReporter
 from roster_gateway.request_path import judge_request
 from roster_gateway.responses import deny_flow
-from roster_gateway.scrub import scrub_echoes, scrub_error
 from roster_gateway.steps import ConnState, Steps
 from roster_gateway.tunnel import judge_connect
 
@@ -139,64 +138,21 @@ class Gateway:
             return
         await judge_request(self.steps, flow, self._conn(flow.client_conn))
 
+    # --- what comes back ---
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        try:
-            model_flow.on_response_headers(flow)
-        except Exception:  # noqa: BLE001 - a stream that could not be set up safely is not streamed
-            log.exception("could not stream the response; buffering it")
-            flow.response.stream = False
-            flow.metadata.pop("roster_stream", None)
+        response_path.start_response(flow)
 
     def response(self, flow: http.HTTPFlow) -> None:
-        decision_id = flow.metadata.pop("roster_decision_id", None)
-        if flow.response is None:
-            flow.metadata.pop("roster_scrubber", None)
-            return
-        stream = model_flow.streamed(flow)
-        if stream is not None:
-            error, scrubbed, usage = model_flow.finish_streamed(flow, stream)
-            response_bytes = stream.upstream_bytes
-        else:
-            status, response_bytes = flow.response.status_code, len(flow.response.raw_content or b"")
-            usage = model_flow.buffered_usage(flow, self.config.max_body_bytes) if self.config else None
-            error = scrub_echoes(flow, decision_id)
-            scrubbed = flow.metadata.get("roster_scrubbed", 0)
-        metrics.count_scrubbed(scrubbed)
-        if decision_id:
-            self.steps.report(decision_id, flow.response.status_code if stream else status,
-                              len(flow.request.raw_content or b""), response_bytes, error, scrubbed, usage)
+        response_path.finish_response(self.steps, flow)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
-        scrubber = flow.metadata.get("roster_scrubber")
-        if scrubber is not None and flow.websocket is not None:
-            message = flow.websocket.messages[-1]
-            if not message.from_client:
-                try:
-                    message.content, count = scrubber.scrub(message.content)
-                    scrubber.check_readings(message.content)
-                except Exception:  # noqa: BLE001 - a hook error would forward the message unscrubbed
-                    log.warning("websocket message could not be checked for an echoed secret; closing")
-                    message.drop()
-                    flow.kill()
-                    return
-                metrics.count_scrubbed(count)
-                if count:
-                    log.warning("scrubbed %d echo(es) of an injected secret from a websocket message", count)
+        response_path.scrub_websocket_message(flow)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         flow.metadata.pop("roster_scrubber", None)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        scrubber = flow.metadata.pop("roster_scrubber", None)
-        decision_id = flow.metadata.pop("roster_decision_id", None)
-        message = flow.error.msg if flow.error else "upstream error"
-        if scrubber is not None and flow.error is not None:
-            message = scrub_error(flow, scrubber)
-            metrics.count_scrubbed(flow.metadata.get("roster_scrubbed", 0))
-        if decision_id:
-            metrics.UPSTREAM_ERRORS.inc()
-            self.steps.report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200],
-                              flow.metadata.get("roster_scrubbed", 0), model_flow.usage_on_error(flow))
+        response_path.upstream_failed(self.steps, flow)
 
     # --- CONNECT, tunnels and everything that is not HTTP ---
     @fail_closed
