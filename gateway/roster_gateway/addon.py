@@ -1,5 +1,7 @@
-"""The Roster egress gateway addon: identity, request checks, the /decide round trip, approvals,
-secret injection, address vetting and outcome reports. Every failure path denies."""
+"""The Roster egress gateway addon: mitmproxy's hooks, each handing its work to the module that owns it:
+configuration (configuration.py), a request's path (request_path.py), what comes back (response_path.py)
+and a CONNECT's path (tunnel.py). Here are the lifecycle, the per-connection state, the dial gate and the
+refusal of everything that is not HTTP. Every failure path denies."""
 
 from __future__ import annotations
 
@@ -7,36 +9,23 @@ import asyncio
 import functools
 import logging
 
-from mitmproxy import connection, ctx, exceptions, http, tcp, tls, udp
+from mitmproxy import connection, ctx, http, tcp, tls, udp
 from mitmproxy.proxy import layer, layers
 
-from roster_gateway import metrics, model_flow, proposals, shapes
+from roster_gateway import configuration, metrics, response_path, shapes
 from roster_gateway.addresses import Vetting
-from roster_gateway.client import ControlPlaneClient, ControlPlaneDown, Transport
-from roster_gateway.decoding import narrow_accept_encoding
-from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
+from roster_gateway.client import ControlPlaneClient, Transport
 from roster_gateway.health import HealthServer
-from roster_gateway.mcp import MalformedBody, mcp_calls
 from roster_gateway.options import OPTIONS, GatewayConfig, build_config, export_ca_cert
 from roster_gateway.outcomes import OutcomeReporter
+from roster_gateway.request_path import judge_request
 from roster_gateway.responses import deny_flow
-from roster_gateway.scrub import scrub_echoes, scrub_error, scrubber_for
 from roster_gateway.steps import ConnState, Steps
-from roster_gateway.swap import SwapRefused, apply_secrets
 from roster_gateway.tunnel import judge_connect
-from roster_gateway.wire import Decision
 
 log = logging.getLogger("roster_gateway")
-RANGE_HEADERS = ("range", "if-range")
 # mitmproxy leaves the root logger at DEBUG; libraries that log per frame would build records per request.
 logging.getLogger("hpack").setLevel(logging.WARNING)
-
-# mitmproxy settings the gateway's guarantees depend on: nothing is dialled before a decision
-# (lazy, no upstream cert sniffing), inbound headers validated, no HTTP/3, and no streamed bodies
-# (a streamed request would be judged before its body, e.g. its MCP tool, is known).
-REQUIRED_OPTIONS = {"connection_strategy": "lazy", "upstream_cert": False,
-                    "validate_inbound_headers": True, "http3": False, "stream_large_bodies": None}
-FORBIDDEN_NONEMPTY = ("ignore_hosts", "allow_hosts", "tcp_hosts", "udp_hosts")
 
 
 def fail_closed(hook):
@@ -82,47 +71,18 @@ class Gateway:
             self._configuring = False
 
     def _configure(self, opts, updated: set[str]) -> None:
-        # (getattr with a default: in unit tests the proxy-server options are not registered)
-        if getattr(opts, "ssl_insecure", False):
-            raise exceptions.OptionsError("the gateway never skips upstream certificate checks")
-        for name in FORBIDDEN_NONEMPTY:
-            if getattr(opts, name, None):
-                raise exceptions.OptionsError(f"{name} would bypass the gateway's decisions; leave it empty")
-        # Flows carry injected secrets once allowed: never dump headers or bodies, never save flows.
-        if getattr(opts, "flow_detail", 0) > 1 or getattr(opts, "save_stream_file", None):
-            raise exceptions.OptionsError("flow_detail > 1 and save_stream_file would record secret values")
-        for mode in getattr(opts, "mode", ()):
-            if not mode.startswith("regular"):
-                raise exceptions.OptionsError("the gateway runs only as a regular HTTP proxy")
-        if any(n.startswith("roster_") or n in ("listen_port", "mode") for n in updated) or not self.config:
+        configuration.refuse_unsafe_options(opts)
+        if configuration.changes_config(updated) or not self.config:
             config = build_config(opts)
             old = self.client
-            self.config = config
-            self.vetting = Vetting(allow_loopback=config.allow_loopback_upstreams,
-                                   own_ports=config.own_ports, control_plane=config.control_plane_endpoint,
-                                   also_control_plane=config.also_control_plane,
-                                   private_upstreams=config.private_upstreams)
-            self.client = ControlPlaneClient(config.control_plane, config.service_token,
-                                             decide_timeout=config.decide_timeout,
-                                             outcome_timeout=config.outcome_timeout,
-                                             transport=self._transport)
-            self.outcomes = OutcomeReporter(self.client, max_batch=config.outcome_batch_max,
-                                            flush_delay=config.outcome_flush_delay, spawn=self._spawn)
-            self.steps = Steps(config, self.client, self.vetting, self.outcomes, self.background)
+            self.steps = configuration.build_steps(config, transport=self._transport, spawn=self._spawn,
+                                                   background=self.background)
+            self.config, self.client = config, self.steps.client
+            self.vetting, self.outcomes = self.steps.vetting, self.steps.outcomes
             if old is not None and self._transport is None:
                 self._spawn(old.close())
-            if config.allow_loopback_upstreams:
-                log.warning("roster_allow_loopback_upstreams is on: for tests only")
-            if config.private_upstreams:
-                log.info("private upstreams the gateway may dial: %s",
-                         ", ".join(map(str, config.private_upstreams)))
-        wanted = {k: v for k, v in REQUIRED_OPTIONS.items() if hasattr(opts, k)}
-        if hasattr(opts, "body_size_limit"):
-            # mitmproxy itself answers 413 for a body over the limit, before reading it.
-            wanted["body_size_limit"] = str(self.config.max_body_bytes)
-        wrong = {k: v for k, v in wanted.items() if getattr(opts, k) != v}
-        if wrong:
-            opts.update(**wrong)
+            configuration.log_widened_dialling(config)
+        configuration.pin_required_options(opts, self.config)
 
     async def running(self) -> None:
         export_ca_cert(ctx.options.confdir, ctx.options.roster_ca_cert_export)
@@ -165,11 +125,7 @@ class Gateway:
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.request.method.upper() == "CONNECT" or self.config is None:
             return
-        try:
-            refusal = (shapes.check_sizes(flow.request, self.config)
-                       or shapes.check_headers(flow.request, self.config.max_body_bytes))
-        except Exception:  # noqa: BLE001 - fail closed
-            refusal = shapes.Refusal("malformed_request", 400, "unreadable request headers")
+        refusal = shapes.check_head(flow.request, self.config)
         if refusal:
             deny_flow(flow, refusal.status, refusal.reason, refusal.message)
 
@@ -180,150 +136,23 @@ class Gateway:
         if self.steps is None:
             deny_flow(flow, 503, "policy_error", "gateway is not configured")
             return
-        state = self._conn(flow.client_conn)
-        header_token = token_from_header(flow.request.headers.get("proxy-authorization"))
-        # Inside a CONNECT tunnel the identity is the tunnel's; a header inside it is ignored.
-        token = state.token if state.connect_target is not None else header_token
-        strip_proxy_headers(flow.request)
-        refusal = self._check_request(flow, state)
-        if refusal is not None:
-            deny_flow(flow, refusal.status, refusal.reason, refusal.message)
-            return
-        if proposals.is_reserved(self.config, flow.request.host):
-            await proposals.answer(self.steps, flow, token)  # answered here: never dialled, never /decide
-            return
-        try:
-            body = flow.request.get_content(strict=True) or b""
-            mcp = mcp_calls(flow.request.headers.get("content-type", ""), body)
-        except (MalformedBody, ValueError) as exc:
-            deny_flow(flow, 400, "malformed_request", f"unreadable request body: {exc}")
-            return
-        scheme = "https" if flow.request.scheme == "https" else "http"
-        try:
-            finder = await self.steps.sentinels.finder()
-        except ControlPlaneDown as exc:
-            deny_flow(flow, 503, "control_plane_unavailable", str(exc))
-            return
-        payload = decide_payload(flow.request, token=token or "", scheme=scheme, mcp=mcp,
-                                 preview_bytes=self.config.body_preview_bytes,
-                                 sentinels=finder.found_in_request(flow.request, self.config.max_body_bytes))
-        model_flow.note_request(flow, body, payload)
-        decision = await self.steps.judge(flow, payload, token)
-        if decision is None:
-            return
-        await self._allow(flow, decision, state)
+        await judge_request(self.steps, flow, self._conn(flow.client_conn))
 
-    def _check_request(self, flow: http.HTTPFlow, state: ConnState) -> shapes.Refusal | None:
-        request = flow.request
-        refusal = (shapes.check_sizes(request, self.config)
-                   or shapes.check_headers(request, self.config.max_body_bytes))
-        if refusal:
-            return refusal
-        if len(request.raw_content or b"") > self.config.max_body_bytes:
-            return shapes.too_large(self.config.max_body_bytes)
-        refusal = shapes.check_decoded_size(request, self.config.max_body_bytes)
-        if refusal:
-            return refusal
-        sni = flow.client_conn.sni if request.scheme == "https" else None
-        return (shapes.check_authority(request, connect_target=state.connect_target, sni=sni)
-                or shapes.check_canonical(request))
-
-    async def _allow(self, flow: http.HTTPFlow, decision: Decision, state: ConnState) -> None:
-        request = flow.request
-        host = shapes.normalise_host(request.host)
-        ip = await self.steps.vet_or_deny(flow, decision, host)
-        if ip is None:
-            return
-        model_flow.before_forwarding(flow)
-        if decision.trace:
-            try:
-                await self.client.trace(decision.decision_id, request.raw_content or b"")
-            except ControlPlaneDown as exc:
-                self.steps.settle_unused(decision, 503, "trace_failed")
-                deny_flow(flow, 503, "trace_failed", f"model input could not be traced: {exc}",
-                          decision_id=decision.decision_id)
-                return
-        built: list[tuple[str, str]] = []
-        try:
-            apply_secrets(request, decision, built)
-        except SwapRefused as exc:
-            self.steps.settle_unused(decision, 400, "malformed_request")
-            deny_flow(flow, 400, "malformed_request", str(exc), decision_id=decision.decision_id)
-            return
-        # Dial the vetted IP; Host header and TLS SNI keep the name (see server_connect).
-        request.data.host = ip
-        state.dial_names[(ip, request.port)] = host
-        flow.metadata["roster_decision_id"] = decision.decision_id
-        flow.metadata["roster_grant"] = decision.grant
-        # Real values stay in this flow's memory only, to scrub echoes from its response.
-        scrubber = scrubber_for(decision.replace, decision.inject, built, self.config.max_body_bytes)
-        if scrubber is not None:
-            flow.metadata["roster_scrubber"] = scrubber
-            narrow_accept_encoding(request)
-            # A byte range of an echo is a slice of the secret that no whole-value scrub can find, and
-            # repeated ranges rebuild it: a secret-carrying request asks for the whole response.
-            for name in RANGE_HEADERS:
-                request.headers.pop(name, None)
-        metrics.count_allow()
-
+    # --- what comes back ---
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        try:
-            model_flow.on_response_headers(flow)
-        except Exception:  # noqa: BLE001 - a stream that could not be set up safely is not streamed
-            log.exception("could not stream the response; buffering it")
-            flow.response.stream = False
-            flow.metadata.pop("roster_stream", None)
+        response_path.start_response(flow)
 
     def response(self, flow: http.HTTPFlow) -> None:
-        decision_id = flow.metadata.pop("roster_decision_id", None)
-        if flow.response is None:
-            flow.metadata.pop("roster_scrubber", None)
-            return
-        stream = model_flow.streamed(flow)
-        if stream is not None:
-            error, scrubbed, usage = model_flow.finish_streamed(flow, stream)
-            response_bytes = stream.upstream_bytes
-        else:
-            status, response_bytes = flow.response.status_code, len(flow.response.raw_content or b"")
-            usage = model_flow.buffered_usage(flow, self.config.max_body_bytes) if self.config else None
-            error = scrub_echoes(flow, decision_id)
-            scrubbed = flow.metadata.get("roster_scrubbed", 0)
-        metrics.count_scrubbed(scrubbed)
-        if decision_id:
-            self.steps.report(decision_id, flow.response.status_code if stream else status,
-                              len(flow.request.raw_content or b""), response_bytes, error, scrubbed, usage)
+        response_path.finish_response(self.steps, flow)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
-        scrubber = flow.metadata.get("roster_scrubber")
-        if scrubber is not None and flow.websocket is not None:
-            message = flow.websocket.messages[-1]
-            if not message.from_client:
-                try:
-                    message.content, count = scrubber.scrub(message.content)
-                    scrubber.check_readings(message.content)
-                except Exception:  # noqa: BLE001 - a hook error would forward the message unscrubbed
-                    log.warning("websocket message could not be checked for an echoed secret; closing")
-                    message.drop()
-                    flow.kill()
-                    return
-                metrics.count_scrubbed(count)
-                if count:
-                    log.warning("scrubbed %d echo(es) of an injected secret from a websocket message", count)
+        response_path.scrub_websocket_message(flow)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         flow.metadata.pop("roster_scrubber", None)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        scrubber = flow.metadata.pop("roster_scrubber", None)
-        decision_id = flow.metadata.pop("roster_decision_id", None)
-        message = flow.error.msg if flow.error else "upstream error"
-        if scrubber is not None and flow.error is not None:
-            message = scrub_error(flow, scrubber)
-            metrics.count_scrubbed(flow.metadata.get("roster_scrubbed", 0))
-        if decision_id:
-            metrics.UPSTREAM_ERRORS.inc()
-            self.steps.report(decision_id, 502, len(flow.request.raw_content or b""), 0, message[:200],
-                              flow.metadata.get("roster_scrubbed", 0), model_flow.usage_on_error(flow))
+        response_path.upstream_failed(self.steps, flow)
 
     # --- CONNECT, tunnels and everything that is not HTTP ---
     @fail_closed

@@ -1,5 +1,6 @@
 """Request-shape checks: the tricks a hostile client plays to make the gateway judge one thing and the
-upstream receive another. Each returns a Refusal (reason + legible message) or None."""
+upstream receive another. Each returns a Refusal (reason + legible message) or None; check_head and
+check_request run them in the order the addon applies them."""
 
 from __future__ import annotations
 
@@ -201,3 +202,26 @@ def check_sizes(request: http.Request, config: GatewayConfig) -> Refusal | None:
         return Refusal("headers_too_large", 431,
                        f"a request header field is longer than the gateway's limit of {max_header} bytes")
     return None
+
+
+def check_head(request: http.Request, config: GatewayConfig) -> Refusal | None:
+    """The checks that need only the request line and headers: run as soon as they arrive, before the
+    body is read, and again before judging (a later addon or mitmproxy may have changed the request)."""
+    try:
+        return check_sizes(request, config) or check_headers(request, config.max_body_bytes)
+    except Exception:  # noqa: BLE001 - fail closed
+        return _malformed("unreadable request headers")
+
+
+def check_request(request: http.Request, config: GatewayConfig, *, connect_target: tuple[str, int] | None,
+                  sni: str | None) -> Refusal | None:
+    """Every shape check a whole request passes before it is judged: head, body size (raw, then decoded),
+    then authority (against Host, the CONNECT target and the TLS SNI) and canonical forms."""
+    refusal = check_sizes(request, config) or check_headers(request, config.max_body_bytes)
+    if refusal:
+        return refusal
+    if len(request.raw_content or b"") > config.max_body_bytes:
+        return too_large(config.max_body_bytes)
+    return (check_decoded_size(request, config.max_body_bytes)
+            or check_authority(request, connect_target=connect_target, sni=sni)
+            or check_canonical(request))

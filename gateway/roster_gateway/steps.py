@@ -2,7 +2,7 @@
 tunnels: judge (ask /decide, hold for an approval, turn a deny into the box's answer), vet (the one
 address an allowed destination may be dialled at), settle (tell the ledger a reservation went unused)
 and report (the outcome of a forwarded call). The addon builds one Steps per configuration; the request
-path (addon.py) and the tunnel path (tunnel.py) call its public methods only."""
+path (request_path.py) and the tunnel path (tunnel.py) call its public methods only."""
 
 from __future__ import annotations
 

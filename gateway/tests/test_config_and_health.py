@@ -46,23 +46,6 @@ def test_misconfiguration_refuses_to_start(tmp_path, name, opts):
         configure(tmp_path, **opts)
 
 
-@pytest.mark.parametrize("option", [{"ssl_insecure": True}, {"ignore_hosts": [".*"]},
-                                    {"save_stream_file": "flows.mitm"}, {"flow_detail": 3}])
-def test_options_that_would_bypass_or_leak_are_refused(tmp_path, option):
-    from mitmproxy.addons import dumper, save
-    from mitmproxy.addons.proxyserver import Proxyserver
-
-    if "save_stream_file" in option:
-        option = {"save_stream_file": str(tmp_path / "flows.mitm")}
-    addon = Gateway(transport=FakeControlPlane())
-    path = tmp_path / "tok"
-    path.write_text("svc")
-    path.chmod(0o600)
-    with taddons.context(Proxyserver(), save.Save(), dumper.Dumper(), addon) as tctx:
-        with pytest.raises(exceptions.OptionsError):
-            tctx.configure(addon, roster_control_plane=CP_URL, roster_service_token_file=str(path), **option)
-
-
 def test_good_configuration(tmp_path):
     addon = configure(tmp_path, roster_decide_timeout_ms=750)
     assert addon.config.decide_timeout == 0.75

@@ -199,3 +199,38 @@ async def test_size_limits_are_414_and_431_before_any_decision(gw, cp, name, ove
     else:
         assert (flow.response.status_code, flow.response.headers["x-roster-deny-reason"]) == expected
         assert cp.bodies("/decide") == []
+
+
+# --- check_head and check_request: the order the addon runs the checks in ---
+def test_check_request_runs_every_check_even_without_the_head_hook(gw):
+    from dataclasses import replace
+
+    from roster_gateway import shapes
+
+    config = replace(gw.config, max_body_bytes=10)
+    smuggled = make_flow(headers=[("Content-Length", "5"), ("Transfer-Encoding", "chunked")]).request
+    assert shapes.check_request(smuggled, config, connect_target=None, sni=None).reason == "malformed_request"
+    chunked = make_flow(method="POST", headers=[("Transfer-Encoding", "chunked")]).request
+    chunked.raw_content = b"x" * 11  # no Content-Length to refuse by: the body itself is measured
+    assert shapes.check_request(chunked, config, connect_target=None, sni=None).status == 413
+    plain = make_flow(scheme="https", port=443).request
+    assert shapes.check_request(plain, config, connect_target=None, sni=None) is None
+    assert shapes.check_request(plain, config, connect_target=None,
+                                sni="evil.example").reason == "authority_mismatch"
+    assert shapes.check_request(plain, config, connect_target=("other.example", 443),
+                                sni=None).reason == "authority_mismatch"
+
+
+def test_an_unreadable_head_is_a_400_early_and_an_error_when_judging(gw, monkeypatch):
+    from roster_gateway import shapes
+
+    def unreadable(request, max_body_bytes):
+        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad")
+
+    monkeypatch.setattr(shapes, "check_headers", unreadable)
+    request = make_flow().request
+    refusal = shapes.check_head(request, gw.config)
+    assert (refusal.status, refusal.reason, refusal.message) == (400, "malformed_request",
+                                                                 "unreadable request headers")
+    with pytest.raises(UnicodeDecodeError):  # the request hook's fail_closed turns this into a 503
+        shapes.check_request(request, gw.config, connect_target=None, sni=None)

@@ -1,4 +1,5 @@
-"""The request path through the addon: identity, decide, allow/deny/ask, secrets, outcomes, failures."""
+"""The request path (request_path.py, through the addon): identity, decide, allow/deny/ask, secrets,
+trace, failures."""
 
 from __future__ import annotations
 
@@ -25,31 +26,6 @@ async def test_allow_forwards_to_the_vetted_ip_with_secrets_and_no_proxy_credent
     assert sent["method"] == "GET" and sent["scheme"] == "http" and sent["port"] == 80
     assert all(name != "proxy-authorization" for name, _ in sent["headers"])
     assert flow.metadata["roster_decision_id"] == "dc_1"
-
-
-async def test_outcome_reported_after_response_without_blocking(gw, cp):
-    flow = make_flow(content=b"hello")
-    await run_request(gw, flow)
-    from mitmproxy.test import tutils
-
-    flow.response = tutils.tresp(content=b"x" * 42)
-    gw.response(flow)
-    await settle(gw)
-    [outcome] = reported(cp)
-    assert outcome == {"decision_id": "dc_1", "status": 200, "request_bytes": 5, "response_bytes": 42,
-                       "error": "", "scrubbed": 0}
-
-
-async def test_upstream_error_reports_outcome_with_error(gw, cp):
-    from mitmproxy import flow as mflow
-
-    flow = make_flow()
-    await run_request(gw, flow)
-    flow.error = mflow.Error("connection refused")
-    gw.error(flow)
-    await settle(gw)
-    [outcome] = reported(cp)
-    assert outcome["status"] == 502 and outcome["error"] == "connection refused"
 
 
 DENIALS = [
