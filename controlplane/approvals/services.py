@@ -179,11 +179,15 @@ def approval_expire_due(now: datetime | None = None) -> int:
     return expired
 
 
-def approval_consume(approval_id, run_id: int, now: datetime | None = None) -> bool:
-    """approved -> used, at most once: a conditional UPDATE, so of two concurrent waiters one wins."""
+def approval_consume(approval_id, run_id: int, now: datetime | None = None, *, held: bool = False) -> bool:
+    """approved -> used, at most once: a conditional UPDATE, so of two concurrent waiters one wins.
+    `held`: only while the gateway still holds the request (not abandoned); an abandoned approval is
+    used only by an identical retry within its grace (approval_consume_grace)."""
     now = now or timezone.now()
-    return bool(Approval.objects.filter(pk=approval_id, run_id=run_id, status=Approval.Status.APPROVED)
-                .update(status=Approval.Status.USED, used_at=now))
+    rows = Approval.objects.filter(pk=approval_id, run_id=run_id, status=Approval.Status.APPROVED)
+    if held:
+        rows = rows.filter(abandoned_at__isnull=True)
+    return bool(rows.update(status=Approval.Status.USED, used_at=now))
 
 
 def approval_consume_grace(run_id: int, digest: str, grant_slug: str,

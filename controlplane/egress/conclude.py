@@ -4,12 +4,14 @@ the gateway is holding. An approved request is judged again on today's grants an
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from controlplane.approvals.models import Approval
-from controlplane.approvals.services import approval_consume
+from controlplane.approvals.services import approval_abandon, approval_consume
 from controlplane.egress.allow import allow
 from controlplane.egress.answer import Answer, Concluded
 from controlplane.egress.decide import policy_error_answer, run_state
@@ -57,7 +59,15 @@ def _approval_conclude(approval_id, decision_id: str) -> Concluded:
         decision = engine.deny(DenyReason.APPROVAL_EXPIRED, "the approval expired or was already used")
     elif not run.is_live or not run.worker.active:
         decision = engine.deny(DenyReason.BAD_TOKEN, "the run has ended")
-    elif not approval_consume(approval.pk, run.pk):
+    elif _no_longer_held(approval):
+        # A waiter left behind by a gateway that gave up (its long-poll outlives the hold by up to a
+        # poll): consuming here would spend the approval on a request nobody forwards. It is kept for
+        # the identical retry within the grace instead, as if the gateway's abandon had come first.
+        approval_abandon(approval.pk)
+        status = "expired"
+        decision = engine.deny(DenyReason.APPROVAL_EXPIRED, "the box stopped waiting before the approval; "
+                               "the identical request passes once if retried within the grace period")
+    elif not approval_consume(approval.pk, run.pk, held=True):
         status = "expired"
         decision = engine.deny(DenyReason.APPROVAL_EXPIRED,
                                "the approval was already used by another request")
@@ -75,6 +85,14 @@ def _approval_conclude(approval_id, decision_id: str) -> Concluded:
                           "budget": budget})
     return Concluded(status, Answer(decision, decision_id, budget=budget, inject=inject, replace=replace),
                      comment=comment)
+
+
+def _no_longer_held(approval: Approval) -> bool:
+    """The gateway said it stopped holding the request, or its hold (which starts after the decision
+    that opened the approval, docs/wire.md) is over by the control plane's clock."""
+    hold = min(settings.ROSTER_APPROVAL_HOLD_SECONDS, settings.ROSTER_APPROVAL_TTL_SECONDS)
+    return (approval.abandoned_at is not None
+            or timezone.now() >= approval.created_at + timedelta(seconds=hold))
 
 
 def _rejudge(approval: Approval, run: Run, facts: dict, sentinel_ids: frozenset[int], who: str):

@@ -191,3 +191,30 @@ def test_grace_digest_covers_the_exact_url_though_the_record_is_masked(gateway, 
     other = gateway.decide(decide_body(token, path="/v1/chat/completions?key=credential-B"))
     assert other["verdict"] == "ask"  # same masked URL, different request: not covered
     assert gateway.decide(decide_body(token, path=path))["verdict"] == "allow"
+
+
+def test_a_waiter_left_behind_after_abandon_does_not_spend_the_approval(gateway, token, ask_grant, approver):
+    # The gateway gave up and said so; its last long-poll is still open when the approver clicks.
+    approval_id = _ask(gateway, token)
+    gateway.post(f"/api/gateway/approvals/{approval_id}/abandon", {})
+    approval_decide(approval_id, approver, True, "web")
+    stale = _wait(gateway, approval_id)
+    assert stale["status"] == "expired" and stale["decision"]["reason"] == "approval_expired"
+    assert "retried within the grace" in stale["decision"]["message"]
+    assert Approval.objects.get(pk=approval_id).status == "approved"  # not used by nobody
+    assert gateway.decide(decide_body(token))["verdict"] == "allow"  # the retry it was kept for
+    assert gateway.decide(decide_body(token))["verdict"] == "ask"
+
+
+def test_a_waiter_past_the_hold_keeps_the_approval_for_the_retry(gateway, token, ask_grant, approver, settings):
+    # The hold is over by the control plane's clock and the gateway's abandon has not landed yet.
+    approval_id = _ask(gateway, token)
+    approval_decide(approval_id, approver, True, "web")
+    held_since = timezone.now() - timedelta(seconds=settings.ROSTER_APPROVAL_HOLD_SECONDS + 1)
+    Approval.objects.filter(pk=approval_id).update(created_at=held_since)
+    stale = _wait(gateway, approval_id)
+    assert stale["status"] == "expired" and stale["decision"]["verdict"] == "deny"
+    approval = Approval.objects.get(pk=approval_id)
+    assert approval.status == "approved" and approval.abandoned_at and approval.grace_until
+    assert gateway.decide(decide_body(token))["verdict"] == "allow"
+    assert Approval.objects.get(pk=approval_id).status == "used"
