@@ -206,7 +206,8 @@ def test_a_waiter_left_behind_after_abandon_does_not_spend_the_approval(gateway,
     assert gateway.decide(decide_body(token))["verdict"] == "ask"
 
 
-def test_a_waiter_past_the_hold_keeps_the_approval_for_the_retry(gateway, token, ask_grant, approver, settings):
+def test_a_waiter_past_the_hold_keeps_the_approval_for_the_retry(gateway, token, ask_grant, approver,
+                                                                  settings):
     # The hold is over by the control plane's clock and the gateway's abandon has not landed yet.
     approval_id = _ask(gateway, token)
     approval_decide(approval_id, approver, True, "web")
