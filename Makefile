@@ -29,7 +29,7 @@ lint: deps
 
 # Unit tests only: no Docker, no browser, no external processes beyond what a unit needs.
 test-fast: deps
-	$(PY) -m pytest -q -m "not integration" -n 2
+	$(PY) -m pytest -q -m "not integration" -n 2 --timeout 120
 	cd gateway && .venv/bin/python -m pytest -q -m "not integration"
 
 test-gateway: deps
@@ -41,7 +41,7 @@ test-compose: deps
 	$(PY) -m pytest -q -m compose tests/integration/compose
 
 test: deps lint
-	$(PY) -m pytest -q -m "not integration" -n 2
+	$(PY) -m pytest -q -m "not integration" -n 2 --timeout 120
 	cd gateway && .venv/bin/python -m pytest -q
 	$(PY) -m pytest -q -m "integration and not compose"
 	$(MAKE) --no-print-directory test-compose

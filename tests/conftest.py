@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import secrets
 
 import pytest
+from django.conf import settings as django_settings
 
 from tests.support import procs
+
+# Tests never reach a Redis they did not start: a `make up` stack on this machine listens on the default
+# address, and a test's Celery task or approval announcement must not land in that stack's queue or live
+# pages. Nothing listens on this port; a test that needs Redis starts its own (the redis_url fixture).
+UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"
+django_settings.REDIS_URL = UNREACHABLE_REDIS
+django_settings.CELERY_BROKER_URL = UNREACHABLE_REDIS
+django_settings.CHANNEL_LAYERS = copy.deepcopy(django_settings.CHANNEL_LAYERS)
+django_settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"] = UNREACHABLE_REDIS
 
 GATEWAY_SERVICE_TOKEN = "gst_test_" + secrets.token_urlsafe(24)
 

@@ -39,7 +39,9 @@ def call(app, path="/metrics", method="GET", authorization: str | None = None) -
 
 
 @pytest.fixture
-def app():
+def app(transactional_db):
+    # The listener closes its thread's stale database connection around a scrape, as in production:
+    # that needs database access, outside a test transaction (which it would take for a broken one).
     registry = CollectorRegistry()
     Counter("roster_test_things", "things", registry=registry).inc(3)
     return listener.metrics_app(registry, expected_hash=lambda: SCRAPE_HASH)
