@@ -10,9 +10,9 @@ from the true state. So the first bad seq, the message, the count and the head a
 sequential walk gives: it would make the same decisions over the ranges taken as they are, and does
 make them over the rest.
 
-Workers are forked: Django's connections are closed first (a forked child must never use its parent's
-socket) and each worker opens its own. Inside a transaction the workers could not see what this
-connection sees, so verification stays in this process there."""
+Workers come from a fork server (verify_worker says why) and open their own connections. Inside a
+transaction the workers could not see what this connection sees, so verification stays in this process
+there."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection
 
-from controlplane.audit import chain
+from controlplane.audit import chain, verify_worker
 from controlplane.audit.models import AuditRecord
 from controlplane.audit.verify_rules import VerifyResult, finish
 from controlplane.audit.verify_scan import scan_range
@@ -34,7 +34,6 @@ from controlplane.audit.verify_scan import scan_range
 RANGES_PER_WORKER = 4
 _NO_FAILURE = 2**62
 
-_first_failed_range = None  # in a worker: shared index of the earliest range known to be broken
 
 
 @dataclass(frozen=True)
@@ -74,26 +73,6 @@ def plan(workers: int | None = None) -> Plan | None:
     return Plan(count, list(zip([None, *cuts], [*cuts, None], strict=True)))
 
 
-def _init_worker(first_failed) -> None:
-    global _first_failed_range
-    _first_failed_range = first_failed
-    for conn in connections.all(initialized_only=True):
-        # Closed by the parent before the fork; never close a socket inherited from it here.
-        conn.connection = None
-
-
-def _scan_task(index: int, lo: int | None, hi: int | None, anchor):
-    shared = _first_failed_range
-    try:
-        span = scan_range(lo, hi, None, anchor, stop=lambda: shared.value < index)
-        if span.problem is not None:
-            with shared.get_lock():
-                shared.value = min(shared.value, index)
-        return span
-    finally:
-        connections.close_all()
-
-
 def _combine(ranges, futures, anchor) -> VerifyResult:
     expected, prev, total = 1, chain.GENESIS_PREV, 0
     for (lo, hi), future in zip(ranges, futures, strict=True):
@@ -115,12 +94,14 @@ def _combine(ranges, futures, anchor) -> VerifyResult:
 
 
 def verify_in_parallel(work: Plan, anchor: tuple[int, str] | None = None) -> VerifyResult:
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([verify_worker.__name__])  # Django loads once, in the fork server
     first_failed = context.Value("q", _NO_FAILURE)
-    connections.close_all()
-    with ProcessPoolExecutor(max_workers=work.workers, mp_context=context, initializer=_init_worker,
-                             initargs=(first_failed,)) as pool:
-        futures = [pool.submit(_scan_task, i, lo, hi, anchor) for i, (lo, hi) in enumerate(work.ranges)]
+    initargs = (first_failed, connection.settings_dict, settings.ROSTER_AUDIT_CHUNK_SIZE)
+    with ProcessPoolExecutor(max_workers=work.workers, mp_context=context, initializer=verify_worker.init,
+                             initargs=initargs) as pool:
+        futures = [pool.submit(verify_worker.scan_task, i, lo, hi, anchor)
+                   for i, (lo, hi) in enumerate(work.ranges)]
         try:
             return _combine(work.ranges, futures, anchor)
         finally:

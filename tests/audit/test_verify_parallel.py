@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from controlplane.audit import chain, verify_parallel
+from controlplane.audit import chain, verify_parallel, verify_worker
 from controlplane.audit.models import AuditRecord
 from controlplane.audit.services import audit_append
 from controlplane.audit.verify import FIELDS, verify_database, verify_rows, verify_sequential
@@ -96,6 +96,24 @@ def test_sound_chain_verifies_ok_in_parallel(chain40):
     assert result.head == AuditRecord.objects.get(seq=RECORDS).hash
 
 
+def _ranges_verified_here(monkeypatch) -> list:
+    """The ranges this process had to verify itself (a worker failed, found a problem or mis-seamed)."""
+    here = []
+    real = verify_parallel.scan_range
+    monkeypatch.setattr(verify_parallel, "scan_range",
+                        lambda lo, hi, *rest: here.append((lo, hi)) or real(lo, hi, *rest))
+    return here
+
+
+def test_the_workers_do_the_work_and_read_this_database(chain40, monkeypatch):
+    # A worker that could not reach the database would be covered for by this process, silently slower:
+    # a sound chain is verified by the workers alone, from the very database this process reads.
+    here = _ranges_verified_here(monkeypatch)
+    assert verify_database(workers=2).ok and here == []
+    _edit_body(13)
+    assert verify_database(workers=2).broken_seq == 13 and here == [(11, 16)]
+
+
 @pytest.mark.parametrize("kind", sorted(TAMPERS))
 def test_tampering_gives_the_sequential_result(chain40, kind):
     for position in POSITIONS:
@@ -163,15 +181,11 @@ def test_anchor_at_a_seam_and_past_the_end(chain40):
 
 
 def test_a_crashed_worker_range_is_verified_in_this_process(chain40, monkeypatch):
-    real = verify_parallel._scan_task
+    from tests.audit import verify_faults
 
-    def crash_on_third(index, lo, hi, anchor):  # runs in the forked workers
-        if index == 2:
-            raise RuntimeError("worker died")
-        return real(index, lo, hi, anchor)
-
-    monkeypatch.setattr(verify_parallel, "_scan_task", crash_on_third)
-    assert _all_agree().ok
+    monkeypatch.setattr(verify_worker, "scan_task", verify_faults.crash_on_third_range)
+    here = _ranges_verified_here(monkeypatch)
+    assert _all_agree().ok and here == [(11, 16)]  # the third range, [11, 16), and no other
     _edit_body(12)  # inside the crashed worker's range
     assert _all_agree().broken_seq == 12
 
