@@ -19,8 +19,6 @@ from pathlib import Path
 from django.conf import settings
 
 _HEX_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_lock = threading.Lock()
-_cached: tuple[tuple[str, int, int, int], str] | None = None
 
 
 def _valid(value: str) -> str:
@@ -28,44 +26,9 @@ def _valid(value: str) -> str:
     return value if _HEX_SHA256.match(value) else ""
 
 
-def gateway_token_sha256() -> str:
-    """The configured hash, or "" (refuse every call) when none is configured or it is unreadable."""
-    global _cached
-    configured = getattr(settings, "ROSTER_GATEWAY_TOKEN_SHA256", "") or ""
-    if configured:
-        return _valid(configured)
-    path = Path(settings.ROSTER_GATEWAY_TOKEN_SHA256_FILE)
-    try:
-        st = path.stat()
-    except OSError:
-        return ""
-    key = (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
-    cached = _cached
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    try:
-        value = _valid(path.read_text())
-    except (OSError, UnicodeDecodeError):
-        return ""
-    with _lock:
-        _cached = (key, value)
-    return value
-
-
-def is_gateway_token(token: str) -> bool:
-    """The bearer's SHA-256 equals the configured hash, compared in constant time; no hash configured
-    means no token is the gateway's."""
-    expected = gateway_token_sha256()
-    if not expected or not token:
-        return False
-    offered = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
-    return hmac.compare_digest(offered, expected)
-
-
 class ConfiguredHash:
     """A token's SHA-256 from a setting's value, or else from the file another setting names, re-read when
-    that file changes (as gateway_token_sha256 above). Returns "" (refuse every call) when none is
-    configured or it is unreadable."""
+    that file changes. Returns "" (refuse every call) when none is configured or it is unreadable."""
 
     def __init__(self, value_setting: str, file_setting: str) -> None:
         self._value_setting = value_setting
@@ -97,6 +60,19 @@ class ConfiguredHash:
         return value
 
 
+# The gateway's service token: the only bearer the decision API answers.
+gateway_token_sha256 = ConfiguredHash("ROSTER_GATEWAY_TOKEN_SHA256", "ROSTER_GATEWAY_TOKEN_SHA256_FILE")
+
 # The scrape token of the control plane's metrics listener (controlplane.metrics.listener): read-only
 # access to metrics, never to decisions, so a Prometheus holding it cannot act as the gateway.
 metrics_token_sha256 = ConfiguredHash("ROSTER_METRICS_TOKEN_SHA256", "ROSTER_METRICS_TOKEN_SHA256_FILE")
+
+
+def is_gateway_token(token: str) -> bool:
+    """The bearer's SHA-256 equals the configured hash, compared in constant time; no hash configured
+    means no token is the gateway's."""
+    expected = gateway_token_sha256()
+    if not expected or not token:
+        return False
+    offered = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+    return hmac.compare_digest(offered, expected)
