@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import hashlib
 import json
-import multiprocessing
 import os
 import sys
+from concurrent.futures.process import BrokenProcessPool
 
 GENESIS_PREV = "0" * 64
 BODY_KEYS = {"data", "kind", "prev", "reason", "run", "seq", "time", "verdict", "worker"}
@@ -144,20 +145,24 @@ def _check_batch(lines: list[str], partial: bool, anchor):
 
 
 def _verify_in_workers(lines, walk: Walk, workers: int, batch_lines: int) -> str | None:
-    """Batches of lines checked in worker processes, a few ahead of the reader, taken in file order."""
+    """Batches of lines checked in worker processes, a few ahead of the reader, taken in file order.
+
+    On the first broken line the batches still queued are cancelled and the running ones allowed to
+    finish (a few milliseconds each): workers are never killed mid-answer, since one killed while
+    writing its answer leaves the result queue locked and the verifier waiting forever."""
     number = 0
-    pool = multiprocessing.get_context().Pool(workers)
+    pool = concurrent.futures.ProcessPoolExecutor(workers)
     try:
         pending = collections.deque()
         batches = _batches(lines, batch_lines)
         while True:
             while len(pending) < 2 * workers and (batch := next(batches, None)) is not None:
-                job = pool.apply_async(_check_batch, (batch, walk.partial, walk.anchor))
+                job = pool.submit(_check_batch, batch, walk.partial, walk.anchor)
                 pending.append((len(batch), job))
             if not pending:
                 return None
             size, job = pending.popleft()
-            answer = job.get()
+            answer = job.result()
             if answer[0] == "lines":
                 for offset, inspection in enumerate(answer[1], start=1):
                     if message := walk.step(number + offset, inspection):
@@ -171,7 +176,7 @@ def _verify_in_workers(lines, walk: Walk, workers: int, batch_lines: int) -> str
                 walk.anchor_seen = walk.anchor_seen or anchor_seen
             number += size
     finally:
-        pool.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def verify(lines, partial: bool = False, anchor: tuple[int, str] | None = None,
@@ -212,14 +217,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.workers < 0 or args.batch_lines < 1:
         parser.error("--workers is 0 or more and --batch-lines 1 or more")
-    if args.path == "-":
-        workers = args.workers or 1
-        ok, message = verify(sys.stdin, args.partial, args.anchor, workers, args.batch_lines)
-    else:
-        big = os.path.getsize(args.path) >= PARALLEL_MIN_BYTES
-        workers = args.workers or (_usable_cpus() if big else 1)
-        with open(args.path, encoding="utf-8") as fh:
-            ok, message = verify(fh, args.partial, args.anchor, workers, args.batch_lines)
+    try:
+        if args.path == "-":
+            workers = args.workers or 1
+            ok, message = verify(sys.stdin, args.partial, args.anchor, workers, args.batch_lines)
+        else:
+            big = os.path.getsize(args.path) >= PARALLEL_MIN_BYTES
+            workers = args.workers or (_usable_cpus() if big else 1)
+            with open(args.path, encoding="utf-8") as fh:
+                ok, message = verify(fh, args.partial, args.anchor, workers, args.batch_lines)
+    except BrokenProcessPool:
+        # Not "broken" (exit 1): the export was not judged at all.
+        print("ERROR: a worker process died before answering; the export was not verified "
+              "(run it again, or with --workers 1)", file=sys.stderr)
+        return 2
     print(message if ok else f"BROKEN: {message}")
     return 0 if ok else 1
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 
@@ -126,3 +127,16 @@ def test_command_line_with_workers(tmp_path):
     bad = subprocess.run(["/usr/bin/python3", "-I", "-S", str(SCRIPT), "--workers", "-1", str(path)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--workers" in bad.stderr
+
+
+def _die(*_args):  # in a worker: as if killed (out of memory, a signal)
+    os._exit(3)
+
+
+def test_a_worker_that_dies_is_an_error_not_a_verdict(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "audit.jsonl"
+    path.write_text("".join(_export()))
+    monkeypatch.setattr(verifier, "_check_batch", _die)
+    assert verifier.main(["--workers", "2", "--batch-lines", "5", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "was not verified" in err
