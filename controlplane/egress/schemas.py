@@ -73,11 +73,17 @@ class UsageIn(Strict):
     output: NonNegative
     reasoning: NonNegative
     problem: Annotated[StrictStr, Field(max_length=200)] = ""
+    # Optional on the wire: a gateway from before cache writes were priced apart sends neither.
+    cache_write: NonNegative = 0
+    cache_write_1h: NonNegative = 0
 
     def usage(self) -> TokenUsage:
+        # Counts whose parts exceed their whole are not refused here (that would refuse the whole batch
+        # of outcomes): the ledger settles them at the reserved worst case, flagged.
         return TokenUsage(known=self.known, model=self.model, input=self.input,
                           cached_input=self.cached_input, output=self.output,
-                          reasoning=self.reasoning, problem=self.problem)
+                          reasoning=self.reasoning, problem=self.problem, cache_write=self.cache_write,
+                          cache_write_1h=self.cache_write_1h)
 
 
 class DecideIn(Strict):

@@ -51,6 +51,7 @@ class CapAdmin(admin.ModelAdmin):
 @admin.register(ModelPrice)
 class ModelPriceAdmin(admin.ModelAdmin):
     list_display = ["pattern", "input_micro_per_million", "cached_input_micro_per_million",
+                    "cache_write_micro_per_million", "cache_write_1h_micro_per_million",
                     "output_micro_per_million", "max_output_tokens", "updated_at"]
     search_fields = ["pattern"]
 

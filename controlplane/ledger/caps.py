@@ -46,6 +46,8 @@ def _describe_price(price: ModelPrice) -> dict:
             "input_micro_per_million": price.input_micro_per_million,
             "cached_input_micro_per_million": price.cached_input_micro_per_million,
             "output_micro_per_million": price.output_micro_per_million,
+            "cache_write_micro_per_million": price.cache_write_micro_per_million,
+            "cache_write_1h_micro_per_million": price.cache_write_1h_micro_per_million,
             "max_output_tokens": price.max_output_tokens}
 
 

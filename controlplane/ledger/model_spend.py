@@ -45,10 +45,34 @@ def price_for(model: str) -> ModelPrice | None:
     return best
 
 
-def _micro(input_tokens: int, cached: int, output: int, rates: tuple[int, int, int]) -> int:
-    in_rate, cached_rate, out_rate = rates
-    total = (input_tokens - cached) * in_rate + cached * cached_rate + output * out_rate
+@dataclass(frozen=True)
+class Rates:
+    """Micro-currency per million tokens, by what the tokens are."""
+
+    input: int
+    cached_input: int
+    cache_write: int
+    cache_write_1h: int
+    output: int
+
+    @property
+    def worst_input(self) -> int:
+        """What an input token can cost at most: a reservation prices its whole input estimate at this,
+        since what the provider will read from or write to its cache is not known before the call."""
+        return max(self.input, self.cached_input, self.cache_write, self.cache_write_1h)
+
+
+def _micro(usage: TokenUsage, rates: Rates) -> int:
+    written_5m = usage.cache_write - usage.cache_write_1h
+    plain = usage.input - usage.cached_input - usage.cache_write
+    total = (plain * rates.input + usage.cached_input * rates.cached_input + written_5m * rates.cache_write
+             + usage.cache_write_1h * rates.cache_write_1h + usage.output * rates.output)
     return math.ceil(total / MILLION)  # never round a bill down
+
+
+def _consistent(usage: TokenUsage) -> bool:
+    return (usage.cached_input + usage.cache_write <= usage.input
+            and usage.cache_write_1h <= usage.cache_write and usage.reasoning <= usage.output)
 
 
 def plan(call: ModelCallFacts) -> ModelPlan:
@@ -61,8 +85,9 @@ def plan(call: ModelCallFacts) -> ModelPlan:
         unbounded = f"no price is configured for model {call.model[:80]!r}"
     micro = 0
     if price is not None:
-        worst_in = max(price.input_micro_per_million, price.cached_input_micro_per_million)
-        micro = _micro(call.input_estimate, 0, max_output, (worst_in, 0, price.output_micro_per_million))
+        worst_in = _price_rates(price).worst_input
+        micro = math.ceil((call.input_estimate * worst_in + max_output * price.output_micro_per_million)
+                          / MILLION)
     return ModelPlan(model=call.model, price=price, input_estimate=call.input_estimate, max_output=max_output,
                      tokens=call.input_estimate + max_output, micro=micro, unbounded=unbounded)
 
@@ -74,13 +99,26 @@ def record_reservation(decision_id: str, plan_: ModelPlan, created_at) -> None:
         input_micro_per_million=price.input_micro_per_million if price else 0,
         cached_input_micro_per_million=price.cached_input_micro_per_million if price else 0,
         output_micro_per_million=price.output_micro_per_million if price else 0,
+        cache_write_micro_per_million=price.cache_write_rate if price else 0,
+        cache_write_1h_micro_per_million=price.cache_write_1h_rate if price else 0,
         input_estimate=plan_.input_estimate, max_output=plan_.max_output, tokens=plan_.tokens,
         micro=plan_.micro, created_at=created_at)
 
 
-def _rates(reservation: ModelCallReservation) -> tuple[int, int, int]:
-    return (reservation.input_micro_per_million, reservation.cached_input_micro_per_million,
-            reservation.output_micro_per_million)
+def _price_rates(price: ModelPrice) -> Rates:
+    return Rates(input=price.input_micro_per_million, cached_input=price.cached_input_micro_per_million,
+                 cache_write=price.cache_write_rate, cache_write_1h=price.cache_write_1h_rate,
+                 output=price.output_micro_per_million)
+
+
+def _rates(reservation: ModelCallReservation) -> Rates:
+    written = reservation.cache_write_micro_per_million
+    written_1h = reservation.cache_write_1h_micro_per_million
+    written = reservation.input_micro_per_million if written is None else written
+    return Rates(input=reservation.input_micro_per_million,
+                 cached_input=reservation.cached_input_micro_per_million,
+                 cache_write=written, cache_write_1h=written if written_1h is None else written_1h,
+                 output=reservation.output_micro_per_million)
 
 
 _INSERT_LINE_SQL = (f"INSERT INTO {SpendLine._meta.db_table} (worker_id, run_id, grant_slug, decision_id, "
@@ -94,13 +132,16 @@ def settle_model_call(decision_id: str, usage: TokenUsage | None, *, worker_id: 
     reservation = ModelCallReservation.objects.filter(decision_id=decision_id).first()
     if reservation is None:
         return None
-    flagged = usage is None or not usage.known
+    flagged = usage is None or not usage.known or not _consistent(usage)
     if flagged:
         tokens, micro = reservation.tokens, reservation.micro
-        problem = usage.problem if usage is not None else "no usage reported"
+        if usage is None:
+            problem = "no usage reported"
+        else:
+            problem = usage.problem if not usage.known else "inconsistent counts (a part exceeds its whole)"
     else:
         tokens = usage.input + usage.output
-        micro = _micro(usage.input, usage.cached_input, usage.output, _rates(reservation))
+        micro = _micro(usage, _rates(reservation))
         problem = usage.problem
     when = connection.ops.adapt_datetimefield_value(reservation.created_at)
     common = [worker_id, run_id, grant_slug, decision_id]
@@ -118,7 +159,8 @@ def settle_model_call(decision_id: str, usage: TokenUsage | None, *, worker_id: 
     if usage is not None:
         details.update({"reported_model": usage.model[:200], "input": usage.input,
                         "cached_input": usage.cached_input, "output": usage.output,
-                        "reasoning": usage.reasoning})
+                        "reasoning": usage.reasoning, "cache_write": usage.cache_write,
+                        "cache_write_1h": usage.cache_write_1h})
     if problem:
         details["problem"] = problem[:200]
     return details

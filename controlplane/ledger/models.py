@@ -72,6 +72,14 @@ class ModelPrice(models.Model):
     input_micro_per_million = models.PositiveBigIntegerField()
     cached_input_micro_per_million = models.PositiveBigIntegerField()
     output_micro_per_million = models.PositiveBigIntegerField()
+    cache_write_micro_per_million = models.PositiveBigIntegerField(
+        null=True, blank=True, verbose_name="cache write micro per million",
+        help_text="input written to the provider's prompt cache (Anthropic bills its 5-minute cache at 1.25 "
+                  "times the input price); blank: the input price")
+    cache_write_1h_micro_per_million = models.PositiveBigIntegerField(
+        null=True, blank=True, verbose_name="1-hour cache write micro per million",
+        help_text="input written to a 1-hour prompt cache (Anthropic: 2 times the input price); blank: the "
+                  "cache write price")
     max_output_tokens = models.PositiveBigIntegerField(
         help_text="the model's output ceiling: reserved when a call does not name max_tokens")
     updated_at = models.DateTimeField(auto_now=True)
@@ -80,6 +88,18 @@ class ModelPrice(models.Model):
         return (f"{self.pattern}: in {self.input_micro_per_million}"
                 f" / cached {self.cached_input_micro_per_million} / out {self.output_micro_per_million}"
                 " micro per million tokens")
+
+    @property
+    def cache_write_rate(self) -> int:
+        if self.cache_write_micro_per_million is None:
+            return self.input_micro_per_million
+        return self.cache_write_micro_per_million
+
+    @property
+    def cache_write_1h_rate(self) -> int:
+        if self.cache_write_1h_micro_per_million is None:
+            return self.cache_write_rate
+        return self.cache_write_1h_micro_per_million
 
 
 class ModelCallReservation(models.Model):
@@ -92,6 +112,10 @@ class ModelCallReservation(models.Model):
     input_micro_per_million = models.PositiveBigIntegerField(default=0)
     cached_input_micro_per_million = models.PositiveBigIntegerField(default=0)
     output_micro_per_million = models.PositiveBigIntegerField(default=0)
+    # The rates in force when reserved. Null: a reservation from before cache writes were priced apart,
+    # which settles them at its input rate.
+    cache_write_micro_per_million = models.PositiveBigIntegerField(null=True)
+    cache_write_1h_micro_per_million = models.PositiveBigIntegerField(null=True)
     input_estimate = models.PositiveBigIntegerField()
     max_output = models.PositiveBigIntegerField()
     tokens = models.PositiveBigIntegerField()

@@ -82,6 +82,8 @@ class TokenUsage:
     output: int = 0
     reasoning: int = 0
     problem: str = ""
+    cache_write: int = 0  # part of `input`, apart from cached_input; includes cache_write_1h
+    cache_write_1h: int = 0
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,8 @@ def _model_summary(model: object) -> str:
         return text + f", worst case {model.get('tokens', 0)} tokens reserved"
     if model.get("flagged"):
         return text + f", usage unknown ({model.get('problem', '')}): settled at the worst case, flagged"
-    return text + (f", {model.get('input', 0)} input ({model.get('cached_input', 0)} cached), "
+    written = f", {model['cache_write']} written to cache" if model.get("cache_write") else ""
+    return text + (f", {model.get('input', 0)} input ({model.get('cached_input', 0)} cached{written}), "
                    f"{model.get('output', 0)} output ({model.get('reasoning', 0)} reasoning)")
 
 

@@ -23,7 +23,9 @@ DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 @dataclass(frozen=True)
 class Usage:
-    """Normalised counts: `input` includes `cached_input`; `output` includes `reasoning`."""
+    """Normalised counts: `input` includes `cached_input` (cache reads) and `cache_write` (cache writes,
+    priced apart: Anthropic bills them above the input rate), which includes `cache_write_1h` (writes to
+    the 1-hour cache, billed higher still); `output` includes `reasoning`."""
 
     known: bool
     model: str = ""
@@ -31,11 +33,14 @@ class Usage:
     cached_input: int = 0
     output: int = 0
     reasoning: int = 0
+    cache_write: int = 0
+    cache_write_1h: int = 0
     problem: str = ""  # why usage is unknown: "cut off", "malformed", "unknown shape", ...
 
     def as_wire(self) -> dict:
         return {"known": self.known, "model": self.model[:200], "input": self.input,
                 "cached_input": self.cached_input, "output": self.output, "reasoning": self.reasoning,
+                "cache_write": self.cache_write, "cache_write_1h": self.cache_write_1h,
                 "problem": self.problem[:200]}
 
 
@@ -61,29 +66,44 @@ def _count(doc: dict, *path: str) -> int:
     return value
 
 
-def _openai_chat(usage: dict) -> tuple[int, int, int, int]:
+# (input, cache reads, output, reasoning, cache writes, 1-hour cache writes), as _checked takes them
+Counts = tuple[int, int, int, int, int, int]
+# (input, cache reads, cache writes, 1-hour cache writes): the input side of an Anthropic usage object
+AnthropicInput = tuple[int, int, int, int]
+
+
+def _openai_chat(usage: dict) -> Counts:
     return (_count(usage, "prompt_tokens"), _count(usage, "prompt_tokens_details", "cached_tokens"),
             _count(usage, "completion_tokens"),
-            _count(usage, "completion_tokens_details", "reasoning_tokens"))
+            _count(usage, "completion_tokens_details", "reasoning_tokens"), 0, 0)
 
 
-def _openai_responses(usage: dict) -> tuple[int, int, int, int]:
+def _openai_responses(usage: dict) -> Counts:
     return (_count(usage, "input_tokens"), _count(usage, "input_tokens_details", "cached_tokens"),
-            _count(usage, "output_tokens"), _count(usage, "output_tokens_details", "reasoning_tokens"))
+            _count(usage, "output_tokens"), _count(usage, "output_tokens_details", "reasoning_tokens"), 0, 0)
 
 
-def _anthropic_input(usage: dict) -> tuple[int, int]:
-    """Anthropic counts cache reads and cache writes apart from `input_tokens`; all three are input."""
+def _anthropic_input(usage: dict) -> AnthropicInput:
+    """Anthropic counts cache reads and cache writes apart from `input_tokens`; all three are input. A
+    cache write's split by cache lifetime (`cache_creation`) is optional; without it every write counts
+    as a write to the 5-minute cache."""
     cached = _count(usage, "cache_read_input_tokens")
-    return _count(usage, "input_tokens") + cached + _count(usage, "cache_creation_input_tokens"), cached
+    written = _count(usage, "cache_creation_input_tokens")
+    written_1h = _count(usage, "cache_creation", "ephemeral_1h_input_tokens")
+    return _count(usage, "input_tokens") + cached + written, cached, written, written_1h
 
 
-def _checked(model: str, counts: tuple[int, int, int, int]) -> Usage:
-    total_in, cached, output, reasoning = counts
-    if cached > total_in or reasoning > output:
+def _anthropic_counts(given: AnthropicInput, output: int) -> Counts:
+    total_in, cached, written, written_1h = given
+    return total_in, cached, output, 0, written, written_1h
+
+
+def _checked(model: str, counts: Counts) -> Usage:
+    total_in, cached, output, reasoning, written, written_1h = counts
+    if cached + written > total_in or reasoning > output or written_1h > written:
         raise Malformed("a detail count exceeds its total")
     return Usage(known=True, model=model, input=total_in, cached_input=cached, output=output,
-                 reasoning=reasoning)
+                 reasoning=reasoning, cache_write=written, cache_write_1h=written_1h)
 
 
 def _model(doc: dict, fallback: str) -> str:
@@ -106,8 +126,8 @@ def usage_from_json(api: str, body: bytes, request_model: str = "") -> Usage:
         if api == RESPONSES:
             return _checked(model, _openai_responses(doc["usage"]))
         if api == MESSAGES:
-            total_in, cached = _anthropic_input(doc["usage"])
-            return _checked(model, (total_in, cached, _count(doc["usage"], "output_tokens"), 0))
+            given = _anthropic_input(doc["usage"])
+            return _checked(model, _anthropic_counts(given, _count(doc["usage"], "output_tokens")))
     except Malformed as exc:
         return unknown(f"malformed: {exc}", model)
     return unknown("unknown shape", model)
@@ -191,8 +211,8 @@ class StreamMeter:
     def __init__(self, api: str, request_model: str = "") -> None:
         self.api = api
         self.model = request_model
-        self._counts: tuple[int, int, int, int] | None = None
-        self._anthropic_input: tuple[int, int] | None = None
+        self._counts: Counts | None = None
+        self._anthropic_input: AnthropicInput | None = None
         self._problem = ""
         self._carriers = _CARRIERS.get(api, ())
         self._first = True
@@ -259,13 +279,13 @@ class StreamMeter:
                     self._anthropic_input = _anthropic_input(message["usage"])
             elif kind == "message_delta" and isinstance(doc.get("usage"), dict):
                 usage = doc["usage"]  # cumulative; newer streams repeat the input counts here
-                total_in, cached = self._anthropic_input or (0, 0)
+                given = self._anthropic_input or (0, 0, 0, 0)
                 if any(k in usage for k in ("input_tokens", "cache_read_input_tokens",
                                             "cache_creation_input_tokens")):
-                    total_in, cached = _anthropic_input(usage)
-                if self._anthropic_input is None and total_in == 0:
+                    given = _anthropic_input(usage)
+                if self._anthropic_input is None and given[0] == 0:
                     raise Malformed("message_delta before message_start")
-                self._counts = (total_in, cached, _count(usage, "output_tokens"), 0)
+                self._counts = _anthropic_counts(given, _count(usage, "output_tokens"))
             elif kind == "message_stop":
                 self.finished = True
 

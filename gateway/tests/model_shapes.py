@@ -94,24 +94,34 @@ def responses_sse(model="o4-mini-2025-04-16", *, complete=True, **counts) -> byt
     return _sse(events)
 
 
+def _cache_creation(cache_write: int, cache_write_1h: int | None) -> dict:
+    """The split of cache writes by lifetime, as newer responses carry it (None: an older response)."""
+    if cache_write_1h is None:
+        return {}
+    return {"cache_creation": {"ephemeral_5m_input_tokens": cache_write - cache_write_1h,
+                               "ephemeral_1h_input_tokens": cache_write_1h}}
+
+
 def anthropic_json(model="claude-sonnet-4-20250514", input=2095, output=503, cache_read=0,
-                   cache_write=0) -> bytes:
+                   cache_write=0, cache_write_1h=None) -> bytes:
     return json.dumps({
         "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant", "model": model,
         "content": [{"type": "text", "text": "Hello!"}], "stop_reason": "end_turn", "stop_sequence": None,
         "usage": {"input_tokens": input, "cache_creation_input_tokens": cache_write,
-                  "cache_read_input_tokens": cache_read, "output_tokens": output, "service_tier": "standard"},
+                  "cache_read_input_tokens": cache_read, **_cache_creation(cache_write, cache_write_1h),
+                  "output_tokens": output, "service_tier": "standard"},
     }).encode()
 
 
 def anthropic_sse(model="claude-sonnet-4-20250514", input=25, output=15, cache_read=0, cache_write=0,
-                  complete=True) -> bytes:
+                  complete=True, cache_write_1h=None) -> bytes:
     events = [
         ("message_start", {"type": "message_start", "message": {
             "id": "msg_1nZdL29xx5MUA1yADyHTEsnR8uuvGzszyY", "type": "message", "role": "assistant",
             "content": [], "model": model, "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": input, "cache_creation_input_tokens": cache_write,
-                      "cache_read_input_tokens": cache_read, "output_tokens": 1}}}),
+                      "cache_read_input_tokens": cache_read, **_cache_creation(cache_write, cache_write_1h),
+                      "output_tokens": 1}}}),
         ("content_block_start", {"type": "content_block_start", "index": 0,
                                  "content_block": {"type": "text", "text": ""}}),
         ("ping", {"type": "ping"}),

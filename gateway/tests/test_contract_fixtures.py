@@ -12,6 +12,7 @@ from roster_gateway import model_flow
 from roster_gateway.facts import decide_payload
 from roster_gateway.mcp import mcp_calls
 from roster_gateway.sentinels import SentinelFinder
+from roster_gateway.usage import Usage
 from roster_gateway.wire import parse_decision, parse_wait
 
 from tests.conftest import make_flow
@@ -142,6 +143,7 @@ async def test_outcome_trace_and_abandon_requests_match_the_fixtures(gw, cp):
     await asyncio.sleep(0.05)
     queued = cp.bodies("/outcomes")[-1]["outcomes"][0]
     assert set(queued) == set(metered) and set(queued["usage"]) == set(metered["usage"])
+    assert set(Usage(known=True).as_wire()) == set(metered["usage"])  # what the meter reports
     assert set(sent["trace"]) == set(FIXTURES["trace"]["request"])
     assert sent["abandon"] == (FIXTURES["abandon"]["request"] or {})
 

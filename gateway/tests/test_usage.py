@@ -35,28 +35,35 @@ def _meter(api, body, content_type, *, piece=None, strip=False, status=200):
 
 
 def _counts(usage):
-    return (usage.known, usage.model, usage.input, usage.cached_input, usage.output, usage.reasoning)
+    return (usage.known, usage.model, usage.input, usage.cached_input, usage.output, usage.reasoning,
+            usage.cache_write, usage.cache_write_1h)
 
 
 CASES = [
     ("chat json", CHAT, m.chat_json(prompt=1200, completion=300, cached=1024, reasoning=0), JSON,
-     (True, "gpt-4o-2024-08-06", 1200, 1024, 300, 0)),
+     (True, "gpt-4o-2024-08-06", 1200, 1024, 300, 0, 0, 0)),
     ("chat json reasoning", CHAT, m.chat_json(model="o3-mini", prompt=75, completion=1186, reasoning=1024),
-     JSON, (True, "o3-mini", 75, 0, 1186, 1024)),
+     JSON, (True, "o3-mini", 75, 0, 1186, 1024, 0, 0)),
     ("chat sse usage last chunk", CHAT, m.chat_sse(prompt=50, completion=7, cached=32), SSE,
-     (True, "gpt-4o-mini", 50, 32, 7, 0)),
+     (True, "gpt-4o-mini", 50, 32, 7, 0, 0, 0)),
     ("chat sse usage on a content chunk", CHAT,
      m.chat_sse(usage_on_content=True, prompt=9, completion=4, cached=8), SSE,
-     (True, "gpt-4o-mini", 9, 8, 4, 0)),
+     (True, "gpt-4o-mini", 9, 8, 4, 0, 0, 0)),
     ("responses json", RESPONSES, m.responses_json(input=36, output=87, cached=12, reasoning=64), JSON,
-     (True, "gpt-4.1-2025-04-14", 36, 12, 87, 64)),
+     (True, "gpt-4.1-2025-04-14", 36, 12, 87, 64, 0, 0)),
     ("responses sse", RESPONSES, m.responses_sse(input=3000, output=900, cached=2048, reasoning=768), SSE,
-     (True, "o4-mini-2025-04-16", 3000, 2048, 900, 768)),
+     (True, "o4-mini-2025-04-16", 3000, 2048, 900, 768, 0, 0)),
     ("anthropic json cache", MESSAGES,
      m.anthropic_json(input=100, output=503, cache_read=2000, cache_write=50), JSON,
-     (True, "claude-sonnet-4-20250514", 2150, 2000, 503, 0)),
+     (True, "claude-sonnet-4-20250514", 2150, 2000, 503, 0, 50, 0)),
+    ("anthropic json 1-hour cache writes", MESSAGES,
+     m.anthropic_json(input=10, output=5, cache_read=0, cache_write=3000, cache_write_1h=1000), JSON,
+     (True, "claude-sonnet-4-20250514", 3010, 0, 5, 0, 3000, 1000)),
+    ("anthropic sse cache writes", MESSAGES,
+     m.anthropic_sse(input=25, output=15, cache_read=100, cache_write=2000, cache_write_1h=2000), SSE,
+     (True, "claude-sonnet-4-20250514", 2125, 100, 15, 0, 2000, 2000)),
     ("anthropic sse", MESSAGES, m.anthropic_sse(input=25, output=15, cache_read=4000), SSE,
-     (True, "claude-sonnet-4-20250514", 4025, 4000, 15, 0)),
+     (True, "claude-sonnet-4-20250514", 4025, 4000, 15, 0, 0, 0)),
 ]
 
 
@@ -78,6 +85,11 @@ UNKNOWN = [
     ("float count", RESPONSES, json.dumps({"usage": {"input_tokens": 1.5}}).encode(), JSON, "malformed"),
     ("bool count", MESSAGES, json.dumps({"usage": {"input_tokens": True}}).encode(), JSON, "malformed"),
     ("cached above input", CHAT, m.chat_json(prompt=5, cached=6), JSON, "malformed"),
+    ("1-hour cache writes above all writes", MESSAGES, m.anthropic_json(cache_write=5, cache_write_1h=6),
+     JSON, "malformed"),
+    ("cache write split not a count", MESSAGES,
+     json.dumps({"usage": {"cache_creation": {"ephemeral_1h_input_tokens": "9"}}}).encode(), JSON,
+     "malformed"),
     ("no usage", CHAT, b'{"id": "x", "choices": []}', JSON, "no usage"),
     ("unknown shape html", CHAT, b"<html>hi</html>", "text/html", "malformed"),
     ("malformed sse event", CHAT, b"data: {not json\n\n", SSE, "malformed"),
@@ -113,7 +125,7 @@ def test_added_usage_chunk_removed_everything_else_byte_identical(piece, crlf):
     if crlf:
         upstream = upstream.replace(b"\n", b"\r\n")
     usage, out = _meter(CHAT, upstream, SSE, piece=piece, strip=True)
-    assert _counts(usage) == (True, "gpt-4o-mini", 70, 64, 3, 0)
+    assert _counts(usage) == (True, "gpt-4o-mini", 70, 64, 3, 0, 0, 0)
     sep = b"\r\n\r\n" if crlf else b"\n\n"
     events = upstream.split(sep)
     removed = [e for e in events if b'"choices":[]' in e]

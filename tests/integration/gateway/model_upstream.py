@@ -67,7 +67,9 @@ def response_for(path: str, doc: dict, headers, u: dict) -> tuple[str, bytes, bo
             return "application/json", shapes.responses_json(**counts), False
         return "text/event-stream", shapes.responses_sse(**counts), True
     if path.endswith("/messages"):
-        counts = {"input": u["prompt"] - u["cached"], "output": u["completion"], "cache_read": u["cached"]}
+        written, written_1h = u.get("cache_write", 0), u.get("cache_write_1h")
+        counts = {"input": u["prompt"] - u["cached"] - written, "output": u["completion"],
+                  "cache_read": u["cached"], "cache_write": written, "cache_write_1h": written_1h}
         if not stream:
             return "application/json", shapes.anthropic_json(**counts), False
         return "text/event-stream", shapes.anthropic_sse(**counts), True

@@ -150,3 +150,29 @@ def test_a_buffered_gzip_event_stream_is_metered_and_the_usage_chunk_removed(sta
     assert response.content == upstream_bytes.replace(usage_chunk, b"")
     model = _settled(run)["model"]
     assert (model["tokens"], model["micro"], model["flagged"]) == (TOKENS, MICRO, False)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
+def test_anthropic_cache_writes_settle_at_their_own_rates(stack, metered, run_token, stream):
+    # Anthropic bills a write to its 5-minute cache at 1.25 times the input price, to the 1-hour cache at 2.
+    ModelPrice.objects.filter(pattern="*").update(cache_write_micro_per_million=3_125_000,
+                                                  cache_write_1h_micro_per_million=5_000_000)
+    metered.usage.update(prompt=2000, cache_write=500, cache_write_1h=100)
+    run, token = run_token
+    doc = {"model": "claude-sonnet-4", "max_tokens": 1000, "stream": stream,
+           "messages": [{"role": "user", "content": "hi"}]}
+    try:
+        with box_client(stack.gateway, token) as client:
+            status, received, _ = _post_stream(client, metered.url("/v1/messages"), doc)
+    finally:
+        metered.usage.pop("cache_write"), metered.usage.pop("cache_write_1h")
+        metered.usage["prompt"] = 1200
+    assert status == 200 and received == metered.sent[0]
+    model = _settled(run)["model"]
+    assert (model["input"], model["cached_input"], model["cache_write"], model["cache_write_1h"]) == (
+        2000, 1024, 500, 100)
+    # 476 plain at 2.5, 1024 cached at 1.25, 400 written for 5 minutes at 3.125, 100 for an hour at 5,
+    # 300 output at 10
+    micro = 1190 + 1280 + 1250 + 500 + 3000
+    assert (model["tokens"], model["micro"], model["flagged"]) == (2300, micro, False)
+    assert model["micro"] <= model["reserved_micro"]
