@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 PG_SUITE = [
     "tests/ledger/test_concurrency.py", "tests/ledger/test_restart.py",
     "tests/ledger/test_model_concurrency.py", "tests/ledger/test_model_spend.py",
+    "tests/ledger/test_cache_write_prices.py",
     "tests/ledger/test_reserve.py", "tests/ledger/test_history.py",
     "tests/ledger/test_selectors.py", "tests/audit/test_chain_concurrency.py", "tests/audit/test_triggers.py",
     "tests/audit/test_verify.py", "tests/audit/test_verify_parallel.py", "tests/audit/test_append.py",

@@ -61,3 +61,18 @@ def test_csv_export_carries_usage_and_the_flag(auditor, worker, run):
     settles = [json.loads(r["data"]) for r in rows if json.loads(r["data"]).get("op") == "settle"]
     assert [(s["model"]["tokens"], s["model"]["flagged"]) for s in settles] == [(1500, False), (2000, True)]
     assert settles[0]["model"]["micro"] == 4720 and settles[0]["model"]["reasoning"] == 200
+
+
+def test_timeline_shows_cache_writes(approver, worker, run):
+    ModelPrice.objects.create(pattern="claude-*", input_micro_per_million=3_000_000,
+                              cached_input_micro_per_million=300_000, output_micro_per_million=15_000_000,
+                              cache_write_micro_per_million=3_750_000, max_output_tokens=8192)
+    call = ModelCallFacts(api="messages", model="claude-sonnet-4", stream=False, max_output_tokens=100,
+                          choices=1, input_estimate=5000)
+    reserve(worker=worker, run=run, grant_slug="anthropic", decision_id="dc_cw", cost_micro=0, origin="human",
+            model_call=call)
+    settle("dc_cw", 10, 10, TokenUsage(known=True, model="claude-sonnet-4", input=3000, cached_input=1000,
+                                       cache_write=1500, output=100))
+    html = _login(approver).get(reverse("web:run", args=[run.pk])).content.decode()
+    assert "3000 input (1000 cached, 1500 written to cache), 100 output (0 reasoning)" in html
+    assert '<dd id="total-micro">8925</dd>' in html  # 500 × 3 + 1000 × 0.3 + 1500 × 3.75 + 100 × 15
