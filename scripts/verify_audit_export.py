@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import concurrent.futures
+import contextlib
 import hashlib
 import json
+import multiprocessing
 import os
 import sys
-from concurrent.futures.process import BrokenProcessPool
 
 GENESIS_PREV = "0" * 64
 BODY_KEYS = {"data", "kind", "prev", "reason", "run", "seq", "time", "verdict", "worker"}
@@ -144,25 +144,85 @@ def _check_batch(lines: list[str], partial: bool, anchor):
     return "sound", first, found[first], (walk.prev_seq, walk.prev_hash, walk.count, walk.anchor_seen)
 
 
-def _verify_in_workers(lines, walk: Walk, workers: int, batch_lines: int) -> str | None:
-    """Batches of lines checked in worker processes, a few ahead of the reader, taken in file order.
+class WorkerDied(Exception):
+    """A worker process ended before answering (killed, out of memory): the export was not judged."""
 
-    On the first broken line the batches still queued are cancelled and the running ones allowed to
-    finish (a few milliseconds each): workers are never killed mid-answer, since one killed while
-    writing its answer leaves the result queue locked and the verifier waiting forever."""
+
+def _serve(tasks, results, partial: bool, anchor) -> None:
+    """A worker: batches in, answers out, until told to stop (None) or either pipe closes (the caller
+    has its answer, or is gone)."""
+    with contextlib.suppress(EOFError, OSError):
+        while (batch := tasks.recv()) is not None:
+            results.send(_check_batch(batch, partial, anchor))
+
+
+class _Workers:
+    """Worker processes, each with a pipe of its own each way. The caller holds no writing end of any
+    answer pipe, so a worker that dies, even halfway through writing an answer, is seen at once as the end
+    of its pipe: never a wait on a half-written answer, never a lock left held (a shared result queue
+    can leave either behind). One batch at a time per worker, so neither side can wait on the other's
+    full pipe."""
+
+    def __init__(self, count: int, partial: bool, anchor) -> None:
+        context = multiprocessing.get_context()
+        self.pipes = []
+        self.processes = []
+        for _ in range(count):
+            task_reader, task_writer = context.Pipe(duplex=False)
+            result_reader, result_writer = context.Pipe(duplex=False)
+            process = context.Process(target=_serve, args=(task_reader, result_writer, partial, anchor),
+                                      daemon=True)
+            process.start()
+            task_reader.close()
+            result_writer.close()
+            self.pipes.append((task_writer, result_reader))
+            self.processes.append(process)
+
+    def send(self, worker: int, batch: list[str]) -> None:
+        try:
+            self.pipes[worker][0].send(batch)
+        except OSError as exc:
+            raise WorkerDied(f"worker {worker} is gone") from exc
+
+    def receive(self, worker: int):
+        try:
+            return self.pipes[worker][1].recv()
+        except (EOFError, OSError) as exc:
+            raise WorkerDied(f"worker {worker} ended before answering") from exc
+
+    def close(self) -> None:
+        for (tasks, results), process in zip(self.pipes, self.processes, strict=True):
+            with contextlib.suppress(OSError):
+                tasks.send(None)
+            tasks.close()
+            results.close()  # nothing is read any more: a worker still writing gets a broken pipe
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+                process.join()
+
+
+def _verify_in_workers(lines, walk: Walk, workers: int, batch_lines: int) -> str | None:
+    """Batches of lines checked in worker processes (batch k by worker k mod N), taken in file order.
+    Two processes per worker asked for: each holds one batch at a time, so while this process reads one
+    answer the CPU's other process is already on its next batch."""
     number = 0
-    pool = concurrent.futures.ProcessPoolExecutor(workers)
+    workers *= 2
+    pool = _Workers(workers, walk.partial, walk.anchor)
     try:
-        pending = collections.deque()
+        pending = collections.deque()  # (batch size, worker) in file order
         batches = _batches(lines, batch_lines)
-        while True:
-            while len(pending) < 2 * workers and (batch := next(batches, None)) is not None:
-                job = pool.submit(_check_batch, batch, walk.partial, walk.anchor)
-                pending.append((len(batch), job))
-            if not pending:
-                return None
-            size, job = pending.popleft()
-            answer = job.result()
+        for worker in range(workers):
+            if (batch := next(batches, None)) is None:
+                break
+            pool.send(worker, batch)
+            pending.append((len(batch), worker))
+        while pending:
+            size, worker = pending.popleft()
+            answer = pool.receive(worker)
+            if (batch := next(batches, None)) is not None:
+                pool.send(worker, batch)
+                pending.append((len(batch), worker))
             if answer[0] == "lines":
                 for offset, inspection in enumerate(answer[1], start=1):
                     if message := walk.step(number + offset, inspection):
@@ -175,8 +235,9 @@ def _verify_in_workers(lines, walk: Walk, workers: int, batch_lines: int) -> str
                 walk.count += count
                 walk.anchor_seen = walk.anchor_seen or anchor_seen
             number += size
+        return None
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.close()
 
 
 def verify(lines, partial: bool = False, anchor: tuple[int, str] | None = None,
@@ -226,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             workers = args.workers or (_usable_cpus() if big else 1)
             with open(args.path, encoding="utf-8") as fh:
                 ok, message = verify(fh, args.partial, args.anchor, workers, args.batch_lines)
-    except BrokenProcessPool:
+    except WorkerDied:
         # Not "broken" (exit 1): the export was not judged at all.
         print("ERROR: a worker process died before answering; the export was not verified "
               "(run it again, or with --workers 1)", file=sys.stderr)

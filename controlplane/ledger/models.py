@@ -1,3 +1,4 @@
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from controlplane.fleet.models import Run, Worker
@@ -75,11 +76,11 @@ class ModelPrice(models.Model):
     cache_write_micro_per_million = models.PositiveBigIntegerField(
         null=True, blank=True, verbose_name="cache write micro per million",
         help_text="input written to the provider's prompt cache (Anthropic bills its 5-minute cache at 1.25 "
-                  "times the input price); blank: the input price")
+                  "times the input price); blank, with the 1-hour price blank too: the input price")
     cache_write_1h_micro_per_million = models.PositiveBigIntegerField(
         null=True, blank=True, verbose_name="1-hour cache write micro per million",
-        help_text="input written to a 1-hour prompt cache (Anthropic: 2 times the input price); blank: the "
-                  "cache write price")
+        help_text="input written to a 1-hour prompt cache (Anthropic: 2 times the input price); set with the "
+                  "cache write price, or leave both blank")
     max_output_tokens = models.PositiveBigIntegerField(
         help_text="the model's output ceiling: reserved when a call does not name max_tokens")
     updated_at = models.DateTimeField(auto_now=True)
@@ -88,6 +89,13 @@ class ModelPrice(models.Model):
         return (f"{self.pattern}: in {self.input_micro_per_million}"
                 f" / cached {self.cached_input_micro_per_million} / out {self.output_micro_per_million}"
                 " micro per million tokens")
+
+    def clean(self) -> None:
+        # One cache-write price alone would price the other kind of write at it: a 1-hour write at the
+        # 5-minute rate is billed 60 % higher than it would be recorded.
+        if (self.cache_write_micro_per_million is None) != (self.cache_write_1h_micro_per_million is None):
+            raise ValidationError("set both cache-write prices (the 5-minute and the 1-hour one), or "
+                                  "neither: then cache writes are priced as input")
 
     @property
     def cache_write_rate(self) -> int:

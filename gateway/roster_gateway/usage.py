@@ -38,10 +38,14 @@ class Usage:
     problem: str = ""  # why usage is unknown: "cut off", "malformed", "unknown shape", ...
 
     def as_wire(self) -> dict:
-        return {"known": self.known, "model": self.model[:200], "input": self.input,
+        wire = {"known": self.known, "model": self.model[:200], "input": self.input,
                 "cached_input": self.cached_input, "output": self.output, "reasoning": self.reasoning,
-                "cache_write": self.cache_write, "cache_write_1h": self.cache_write_1h,
                 "problem": self.problem[:200]}
+        if self.cache_write:
+            # Only when there are any: a control plane from before these fields refuses unknown keys, and
+            # would refuse the whole batch of outcomes with them (docs/wire.md).
+            wire.update(cache_write=self.cache_write, cache_write_1h=self.cache_write_1h)
+        return wire
 
 
 def unknown(problem: str, model: str = "") -> Usage:
@@ -90,7 +94,18 @@ def _anthropic_input(usage: dict) -> AnthropicInput:
     cached = _count(usage, "cache_read_input_tokens")
     written = _count(usage, "cache_creation_input_tokens")
     written_1h = _count(usage, "cache_creation", "ephemeral_1h_input_tokens")
+    if _count(usage, "cache_creation", "ephemeral_5m_input_tokens") + written_1h > written:
+        raise Malformed("the cache writes by lifetime exceed the cache writes")
     return _count(usage, "input_tokens") + cached + written, cached, written, written_1h
+
+
+def _overlaid(start: dict | None, delta: dict) -> dict:
+    """message_start's usage with what message_delta repeats laid over it: a key the delta leaves out
+    or sends as null keeps its start value (a delta's usage has no lifetime split of the cache writes,
+    so the split of message_start stands unless the delta gives a split of its own, which replaces it)."""
+    merged = dict(start or {})
+    merged.update((key, value) for key, value in delta.items() if value is not None)
+    return merged
 
 
 def _anthropic_counts(given: AnthropicInput, output: int) -> Counts:
@@ -212,7 +227,7 @@ class StreamMeter:
         self.api = api
         self.model = request_model
         self._counts: Counts | None = None
-        self._anthropic_input: AnthropicInput | None = None
+        self._anthropic_start: dict | None = None  # message_start's usage, as sent
         self._problem = ""
         self._carriers = _CARRIERS.get(api, ())
         self._first = True
@@ -276,14 +291,12 @@ class StreamMeter:
                 message = doc["message"]
                 self.model = _model(message, self.model)
                 if isinstance(message.get("usage"), dict):
-                    self._anthropic_input = _anthropic_input(message["usage"])
+                    _anthropic_input(message["usage"])  # malformed counts fail here, not at the end
+                    self._anthropic_start = message["usage"]
             elif kind == "message_delta" and isinstance(doc.get("usage"), dict):
                 usage = doc["usage"]  # cumulative; newer streams repeat the input counts here
-                given = self._anthropic_input or (0, 0, 0, 0)
-                if any(k in usage for k in ("input_tokens", "cache_read_input_tokens",
-                                            "cache_creation_input_tokens")):
-                    given = _anthropic_input(usage)
-                if self._anthropic_input is None and given[0] == 0:
+                given = _anthropic_input(_overlaid(self._anthropic_start, usage))
+                if self._anthropic_start is None and given[0] == 0:
                     raise Malformed("message_delta before message_start")
                 self._counts = _anthropic_counts(given, _count(usage, "output_tokens"))
             elif kind == "message_stop":

@@ -214,3 +214,48 @@ def test_stream_usage_forced_whatever_the_box_said(options):
 def test_stream_usage_left_alone(body):
     raw = json.dumps(body).encode()
     assert ask_for_stream_usage(model_call_of("POST", "/v1/chat/completions", raw), raw) is None
+
+
+def _anthropic_stream(start_usage: dict, delta_usage: dict) -> bytes:
+    return m._sse([
+        ("message_start", {"type": "message_start",
+                           "message": {"model": "claude-sonnet-4", "usage": start_usage}}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                           "usage": delta_usage}),
+        ("message_stop", {"type": "message_stop"})])
+
+
+START = {"input_tokens": 10, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5000,
+         "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 4000},
+         "output_tokens": 1}
+
+
+@pytest.mark.parametrize("delta", [
+    {"output_tokens": 20},  # older streams: the delta carries the output only
+    {"input_tokens": 10, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5000,
+     "output_tokens": 20},  # newer ones repeat the input counts, without the lifetime split
+    {"input_tokens": 10, "cache_read_input_tokens": None, "cache_creation_input_tokens": None,
+     "output_tokens": 20},  # null counts: not sent, not zero
+], ids=["output-only", "repeats-input", "nulls"])
+def test_a_message_delta_keeps_what_message_start_said_unless_it_says_otherwise(delta):
+    usage, _ = _meter(MESSAGES, _anthropic_stream(START, delta), SSE, piece=9)
+    assert _counts(usage) == (True, "claude-sonnet-4", 5110, 100, 20, 0, 5000, 4000)
+
+
+def test_a_message_delta_that_gives_a_new_split_is_taken():
+    delta = {"cache_creation_input_tokens": 6000, "output_tokens": 20,
+             "cache_creation": {"ephemeral_1h_input_tokens": 6000}}
+    usage, _ = _meter(MESSAGES, _anthropic_stream(START, delta), SSE)
+    assert (usage.input, usage.cache_write, usage.cache_write_1h) == (6110, 6000, 6000)
+
+
+@pytest.mark.parametrize("usage_doc", [
+    {"input_tokens": 1, "cache_creation_input_tokens": 100,
+     "cache_creation": {"ephemeral_5m_input_tokens": 900, "ephemeral_1h_input_tokens": 0}},
+    {"input_tokens": 1, "cache_creation": {"ephemeral_5m_input_tokens": 5}},  # a split without a total
+], ids=["split-above-total", "split-without-total"])
+def test_a_lifetime_split_above_the_cache_writes_is_malformed(usage_doc):
+    body = json.dumps({"model": "claude-sonnet-4", "usage": {**usage_doc, "output_tokens": 1}}).encode()
+    for meter_input in [(body, JSON), (_anthropic_stream(usage_doc, {"output_tokens": 1}), SSE)]:
+        usage, _ = _meter(MESSAGES, *meter_input)
+        assert not usage.known and "malformed" in usage.problem

@@ -7,7 +7,9 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import json
+import multiprocessing
 import os
+import struct
 import subprocess
 import sys
 
@@ -140,3 +142,30 @@ def test_a_worker_that_dies_is_an_error_not_a_verdict(tmp_path, monkeypatch, cap
     assert verifier.main(["--workers", "2", "--batch-lines", "5", str(path)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "was not verified" in err
+
+
+def _serve_then_die_mid_answer(tasks, results, _partial, _anchor):  # in a worker
+    tasks.recv()
+    # The length of a 5 MB answer and its first 100 kB (more than a pipe holds), then killed.
+    os.write(results.fileno(), struct.pack("!i", 5_000_000) + b"x" * 100_000)
+    os._exit(9)
+
+
+def test_a_worker_killed_halfway_through_its_answer_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "audit.jsonl"
+    path.write_text("".join(_export()))
+    monkeypatch.setattr(verifier, "_serve", _serve_then_die_mid_answer)
+    assert verifier.main(["--workers", "2", "--batch-lines", "5", str(path)]) == 2
+    assert "was not verified" in capsys.readouterr().err
+
+
+def test_an_early_verdict_leaves_no_worker_behind_and_says_nothing_of_them(tmp_path, capfd):
+    lines = _export(400)
+    _edit(lines, 3)  # broken in the first batch: the other workers are still busy when it is found
+    path = tmp_path / "audit.jsonl"
+    path.write_text("".join(lines))
+    before = set(multiprocessing.active_children())
+    assert verifier.main(["--workers", "2", "--batch-lines", "5", str(path)]) == 1
+    assert set(multiprocessing.active_children()) == before
+    out, err = capfd.readouterr()
+    assert out.startswith("BROKEN: line 4") and err == ""

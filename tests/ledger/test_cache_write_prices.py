@@ -1,7 +1,7 @@
 """Cache writes priced apart (docs/metering.md): a write to the provider's prompt cache settles at the
 cache-write rate, a write to the 1-hour cache at its own; the reservation prices its whole input at the
 highest input-side rate, so what a call settles never exceeds what it reserved; blank rates fall back
-(cache write: the input price; 1-hour: the cache-write price); counts whose parts exceed their whole
+(both blank: cache writes are priced as input; one alone is refused); counts whose parts exceed their whole
 settle at the worst case, flagged."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import json
 import math
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.db.models import Sum
 from hypothesis import given
 from hypothesis import strategies as st
@@ -69,15 +70,30 @@ def test_cache_writes_settle_at_their_own_rates(worker, run):
 
 
 @pytest.mark.django_db
-def test_blank_rates_fall_back_to_the_input_and_cache_write_prices(worker, run):
+def test_blank_rates_price_cache_writes_as_input(worker, run):
     _price()
     _reserve(worker, run, "dc_blank")
     settle("dc_blank", 10, 20, USAGE)
     assert _settled_micro("dc_blank") == (2000 + 5000) * 3 + 2000 * 0.3 + 100 * 15
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("one", ["cache_write_micro_per_million", "cache_write_1h_micro_per_million"])
+def test_one_cache_write_price_alone_is_refused_and_changes_nothing(admin_user, one):
+    # The 5-minute price alone would settle 1-hour writes at it: Anthropic bills those 60 % higher.
+    with pytest.raises(ValidationError, match="set both cache-write prices"):
+        caps.price_save(ModelPrice(pattern="claude-*", **{one: 3_750_000}, **SONNET), admin_user)
+    assert not ModelPrice.objects.exists() and not AuditRecord.objects.filter(kind="grant_change").exists()
+
+
+@pytest.mark.django_db
+def test_a_row_with_one_price_set_outside_the_admin_prices_the_other_write_at_it(worker, run):
+    # Refused by the admin and price_save; a row changed by hand still settles within its reservation.
+    _price()
     ModelPrice.objects.update(cache_write_micro_per_million=3_750_000)
-    _reserve(worker, run, "dc_5m_only")
+    reserved = _reserve(worker, run, "dc_5m_only")
     settle("dc_5m_only", 10, 20, USAGE)
-    assert _settled_micro("dc_5m_only") == 2000 * 3 + 2000 * 0.3 + 5000 * 3.75 + 100 * 15
+    assert _settled_micro("dc_5m_only") == 2000 * 3 + 2000 * 0.3 + 5000 * 3.75 + 100 * 15 <= reserved.micro
 
 
 @pytest.mark.django_db
@@ -121,13 +137,13 @@ def test_counts_whose_parts_exceed_their_whole_settle_the_worst_case_flagged(wor
 
 @pytest.mark.django_db
 def test_cache_write_prices_are_audited_with_the_price(admin_user):
-    price = caps.price_save(ModelPrice(pattern="claude-*", cache_write_micro_per_million=3_750_000, **SONNET),
-                            admin_user)
+    price = caps.price_save(ModelPrice(pattern="claude-*", cache_write_micro_per_million=3_750_000,
+                                       cache_write_1h_micro_per_million=5_000_000, **SONNET), admin_user)
     price.cache_write_1h_micro_per_million = 6_000_000
     caps.price_save(price, admin_user)
     changes = [json.loads(r.body)["data"] for r in AuditRecord.objects.filter(kind="grant_change")]
     assert [(c["cache_write_micro_per_million"], c["cache_write_1h_micro_per_million"]) for c in changes] == [
-        (3_750_000, None), (3_750_000, 6_000_000)]
+        (3_750_000, 5_000_000), (3_750_000, 6_000_000)]
 
 
 rates = st.integers(min_value=0, max_value=100_000_000)
