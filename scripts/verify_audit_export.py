@@ -8,9 +8,9 @@ its hash, and each body's prev must be the previous record's hash, from 32 zero 
     python3 verify_audit_export.py --anchor 1000:<hash> audit.jsonl  # must still hold that record
 
 Prints OK with the count and the head as SEQ:HASH, or the first broken line and what is wrong;
-exits 1 if broken. A file over 4 MB is checked with one worker process per CPU (--workers N to choose):
-the per-line checks run in the workers, the links between lines are followed here in file order, so the
-answer is the same as with --workers 1."""
+exits 1 if broken, 2 if it could not be checked. A file over 4 MB is checked on every CPU (--workers N
+to choose: two worker processes per CPU): the per-line checks run in the workers, the links between lines
+are followed here in file order, so the answer is the same as with --workers 1."""
 
 from __future__ import annotations
 
@@ -148,9 +148,13 @@ class WorkerDied(Exception):
     """A worker process ended before answering (killed, out of memory): the export was not judged."""
 
 
-def _serve(tasks, results, partial: bool, anchor) -> None:
+def _serve(tasks, results, partial: bool, anchor, callers_ends) -> None:
     """A worker: batches in, answers out, until told to stop (None) or either pipe closes (the caller
-    has its answer, or is gone)."""
+    has its answer, or is gone). First it closes the caller's ends of the pipes that a fork copied into
+    it: holding its own answer pipe's reading end, or its task pipe's writing end, it would never see the
+    caller go (blocked writing an answer nobody reads, or outliving a caller that was killed)."""
+    for end in callers_ends:
+        end.close()
     with contextlib.suppress(EOFError, OSError):
         while (batch := tasks.recv()) is not None:
             results.send(_check_batch(batch, partial, anchor))
@@ -170,8 +174,9 @@ class _Workers:
         for _ in range(count):
             task_reader, task_writer = context.Pipe(duplex=False)
             result_reader, result_writer = context.Pipe(duplex=False)
-            process = context.Process(target=_serve, args=(task_reader, result_writer, partial, anchor),
-                                      daemon=True)
+            callers_ends = [end for pair in self.pipes for end in pair] + [task_writer, result_reader]
+            process = context.Process(target=_serve, daemon=True,
+                                      args=(task_reader, result_writer, partial, anchor, callers_ends))
             process.start()
             task_reader.close()
             result_writer.close()
@@ -272,8 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partial", action="store_true", help="the export was filtered (gaps allowed)")
     parser.add_argument("--anchor", type=_anchor, help="SEQ:HASH that must be in the export (detects a "
                         "chain cut short)")
-    parser.add_argument("--workers", type=int, default=0, help="processes for the per-line checks "
-                        "(default: one per CPU for a file over 4 MB; 1: none)")
+    parser.add_argument("--workers", type=int, default=0, help="CPUs for the per-line checks, "
+                        "two worker processes each (default: every CPU for a file over 4 MB; 1: no workers)")
     parser.add_argument("--batch-lines", type=int, default=BATCH_LINES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.workers < 0 or args.batch_lines < 1:

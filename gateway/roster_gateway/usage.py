@@ -99,12 +99,25 @@ def _anthropic_input(usage: dict) -> AnthropicInput:
     return _count(usage, "input_tokens") + cached + written, cached, written, written_1h
 
 
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _overlaid(start: dict | None, delta: dict) -> dict:
-    """message_start's usage with what message_delta repeats laid over it: a key the delta leaves out
-    or sends as null keeps its start value (a delta's usage has no lifetime split of the cache writes,
-    so the split of message_start stands unless the delta gives a split of its own, which replaces it)."""
+    """message_start's usage with what message_delta repeats laid over it. Its counts are cumulative, so
+    each is the larger of the two: a count the delta leaves out, sends as null or sends lower keeps its
+    start value (a delta's usage has no lifetime split of the cache writes; the split of message_start
+    stands, key by key). Anything that is not a count is the delta's, for the checks to judge."""
     merged = dict(start or {})
-    merged.update((key, value) for key, value in delta.items() if value is not None)
+    for key, value in delta.items():
+        before = merged.get(key)
+        if value is None:
+            continue
+        if key == "cache_creation" and isinstance(value, dict) and isinstance(before, dict):
+            value = _overlaid(before, value)
+        elif _is_count(value) and _is_count(before):
+            value = max(before, value)
+        merged[key] = value
     return merged
 
 
@@ -295,7 +308,8 @@ class StreamMeter:
                     self._anthropic_start = message["usage"]
             elif kind == "message_delta" and isinstance(doc.get("usage"), dict):
                 usage = doc["usage"]  # cumulative; newer streams repeat the input counts here
-                given = _anthropic_input(_overlaid(self._anthropic_start, usage))
+                usage = _overlaid(self._anthropic_start, usage)
+                given = _anthropic_input(usage)
                 if self._anthropic_start is None and given[0] == 0:
                     raise Malformed("message_delta before message_start")
                 self._counts = _anthropic_counts(given, _count(usage, "output_tokens"))

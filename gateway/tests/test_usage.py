@@ -236,17 +236,28 @@ START = {"input_tokens": 10, "cache_read_input_tokens": 100, "cache_creation_inp
      "output_tokens": 20},  # newer ones repeat the input counts, without the lifetime split
     {"input_tokens": 10, "cache_read_input_tokens": None, "cache_creation_input_tokens": None,
      "output_tokens": 20},  # null counts: not sent, not zero
-], ids=["output-only", "repeats-input", "nulls"])
+    {"cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": None},
+     "output_tokens": 20},  # a null inside the split too
+    {"cache_creation": {}, "output_tokens": 20},
+    {"input_tokens": 1, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0,
+     "cache_creation": {"ephemeral_1h_input_tokens": 0}, "output_tokens": 20},  # cumulative: never lower
+], ids=["output-only", "repeats-input", "nulls", "null-in-split", "empty-split", "lower"])
 def test_a_message_delta_keeps_what_message_start_said_unless_it_says_otherwise(delta):
     usage, _ = _meter(MESSAGES, _anthropic_stream(START, delta), SSE, piece=9)
     assert _counts(usage) == (True, "claude-sonnet-4", 5110, 100, 20, 0, 5000, 4000)
 
 
-def test_a_message_delta_that_gives_a_new_split_is_taken():
+def test_a_message_delta_with_higher_counts_is_taken():
     delta = {"cache_creation_input_tokens": 6000, "output_tokens": 20,
-             "cache_creation": {"ephemeral_1h_input_tokens": 6000}}
+             "cache_creation": {"ephemeral_1h_input_tokens": 5000}}
     usage, _ = _meter(MESSAGES, _anthropic_stream(START, delta), SSE)
-    assert (usage.input, usage.cache_write, usage.cache_write_1h) == (6110, 6000, 6000)
+    assert (usage.input, usage.cache_write, usage.cache_write_1h, usage.output) == (6110, 6000, 5000, 20)
+
+
+@pytest.mark.parametrize("delta", [{}, {"output_tokens": None}], ids=["no-output", "null-output"])
+def test_a_message_delta_without_its_output_keeps_the_start_output_not_zero(delta):
+    usage, _ = _meter(MESSAGES, _anthropic_stream({**START, "output_tokens": 7}, delta), SSE)
+    assert usage.known and usage.output == 7 and usage.input == 5110
 
 
 @pytest.mark.parametrize("usage_doc", [

@@ -12,6 +12,8 @@ import os
 import struct
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -169,3 +171,48 @@ def test_an_early_verdict_leaves_no_worker_behind_and_says_nothing_of_them(tmp_p
     assert set(multiprocessing.active_children()) == before
     out, err = capfd.readouterr()
     assert out.startswith("BROKEN: line 4") and err == ""
+
+
+def test_workers_busy_with_large_answers_end_on_their_own_after_an_early_verdict(tmp_path, monkeypatch):
+    # Every line broken: each worker's answer lists its whole batch (far more than a pipe holds) and
+    # is still being written when the first batch's answer settles the verdict.
+    lines = _export(4000)
+    for i in range(len(lines)):
+        _edit(lines, i)
+    path = tmp_path / "audit.jsonl"
+    path.write_text("".join(lines))
+    ended = []
+    real_close = verifier._Workers.close
+
+    def close_and_look(workers):
+        real_close(workers)
+        ended.extend(process.exitcode for process in workers.processes)
+
+    monkeypatch.setattr(verifier._Workers, "close", close_and_look)
+    assert verifier.main(["--workers", "2", "--batch-lines", "1000", str(path)]) == 1
+    assert ended == [0, 0, 0, 0]  # none had to be killed
+
+
+def test_workers_end_when_their_caller_is_killed(tmp_path):
+    caller = subprocess.Popen(["/usr/bin/python3", "-I", "-S", str(SCRIPT), "--workers", "2", "-"],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        children = []
+        for _ in range(100):  # the workers start before the first line is read
+            children = Path(f"/proc/{caller.pid}/task/{caller.pid}/children").read_text().split()
+            if len(children) == 4:
+                break
+            time.sleep(0.05)
+        assert len(children) == 4
+        caller.kill()
+        caller.wait()
+        for _ in range(100):
+            alive = [pid for pid in children if Path(f"/proc/{pid}").exists()
+                     and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()]
+            if not alive:
+                break
+            time.sleep(0.05)
+        assert alive == []
+    finally:
+        caller.kill()
+        caller.stdin.close()
