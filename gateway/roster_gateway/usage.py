@@ -100,7 +100,8 @@ def _anthropic_input(usage: dict) -> AnthropicInput:
 
 
 def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    # Anything else (a negative or absurd number too) is left for _count to refuse as malformed.
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
 
 
 def _overlaid(start: dict | None, delta: dict) -> dict:
@@ -241,6 +242,7 @@ class StreamMeter:
         self.model = request_model
         self._counts: Counts | None = None
         self._anthropic_start: dict | None = None  # message_start's usage, as sent
+        self._anthropic_usage: dict | None = None  # everything reported so far, laid over it
         self._problem = ""
         self._carriers = _CARRIERS.get(api, ())
         self._first = True
@@ -305,10 +307,10 @@ class StreamMeter:
                 self.model = _model(message, self.model)
                 if isinstance(message.get("usage"), dict):
                     _anthropic_input(message["usage"])  # malformed counts fail here, not at the end
-                    self._anthropic_start = message["usage"]
+                    self._anthropic_start = self._anthropic_usage = message["usage"]
             elif kind == "message_delta" and isinstance(doc.get("usage"), dict):
                 usage = doc["usage"]  # cumulative; newer streams repeat the input counts here
-                usage = _overlaid(self._anthropic_start, usage)
+                usage = self._anthropic_usage = _overlaid(self._anthropic_usage, usage)
                 given = _anthropic_input(usage)
                 if self._anthropic_start is None and given[0] == 0:
                     raise Malformed("message_delta before message_start")

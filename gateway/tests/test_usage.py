@@ -270,3 +270,28 @@ def test_a_lifetime_split_above_the_cache_writes_is_malformed(usage_doc):
     for meter_input in [(body, JSON), (_anthropic_stream(usage_doc, {"output_tokens": 1}), SSE)]:
         usage, _ = _meter(MESSAGES, *meter_input)
         assert not usage.known and "malformed" in usage.problem
+
+
+def _anthropic_events(start_usage: dict, *deltas: dict) -> bytes:
+    events = [("message_start", {"type": "message_start",
+                                 "message": {"model": "claude-sonnet-4", "usage": start_usage}})]
+    events += [("message_delta", {"type": "message_delta", "delta": {}, "usage": delta}) for delta in deltas]
+    return m._sse([*events, ("message_stop", {"type": "message_stop"})])
+
+
+@pytest.mark.parametrize("deltas,expected", [
+    (({"output_tokens": 500}, {"output_tokens": 20}), (5110, 5000, 500)),
+    (({"output_tokens": 500}, {}), (5110, 5000, 500)),
+    (({"cache_creation_input_tokens": 9000}, {"output_tokens": 30}), (9110, 9000, 30)),
+], ids=["lower-later", "empty-later", "higher-then-output"])
+def test_every_delta_is_laid_over_all_that_was_reported_before(deltas, expected):
+    usage, _ = _meter(MESSAGES, _anthropic_events(START, *deltas), SSE)
+    assert usage.known and (usage.input, usage.cache_write, usage.output) == expected
+
+
+@pytest.mark.parametrize("delta", [{"input_tokens": -5, "output_tokens": 3},
+                                   {"cache_creation": {"ephemeral_1h_input_tokens": -1}, "output_tokens": 3},
+                                   {"output_tokens": 2**60}], ids=["negative", "negative-in-split", "absurd"])
+def test_a_delta_count_out_of_range_is_malformed_not_ignored(delta):
+    usage, _ = _meter(MESSAGES, _anthropic_events(START, delta), SSE)
+    assert not usage.known and "malformed" in usage.problem
