@@ -35,7 +35,6 @@ RANGES_PER_WORKER = 4
 _NO_FAILURE = 2**62
 
 
-
 @dataclass(frozen=True)
 class Plan:
     workers: int

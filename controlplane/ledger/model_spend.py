@@ -85,7 +85,7 @@ def plan(call: ModelCallFacts) -> ModelPlan:
         unbounded = f"no price is configured for model {call.model[:80]!r}"
     micro = 0
     if price is not None:
-        worst_in = _price_rates(price).worst_input
+        worst_in = _rates(price).worst_input
         micro = math.ceil((call.input_estimate * worst_in + max_output * price.output_micro_per_million)
                           / MILLION)
     return ModelPlan(model=call.model, price=price, input_estimate=call.input_estimate, max_output=max_output,
@@ -94,31 +94,26 @@ def plan(call: ModelCallFacts) -> ModelPlan:
 
 def record_reservation(decision_id: str, plan_: ModelPlan, created_at) -> None:
     price = plan_.price
+    rates = _rates(price) if price else Rates(0, 0, 0, 0, 0)  # the rates this call settles at
     ModelCallReservation.objects.create(
         decision_id=decision_id, model=plan_.model[:200], price_pattern=price.pattern if price else "",
-        input_micro_per_million=price.input_micro_per_million if price else 0,
-        cached_input_micro_per_million=price.cached_input_micro_per_million if price else 0,
-        output_micro_per_million=price.output_micro_per_million if price else 0,
-        cache_write_micro_per_million=price.cache_write_rate if price else 0,
-        cache_write_1h_micro_per_million=price.cache_write_1h_rate if price else 0,
+        input_micro_per_million=rates.input, cached_input_micro_per_million=rates.cached_input,
+        output_micro_per_million=rates.output, cache_write_micro_per_million=rates.cache_write,
+        cache_write_1h_micro_per_million=rates.cache_write_1h,
         input_estimate=plan_.input_estimate, max_output=plan_.max_output, tokens=plan_.tokens,
         micro=plan_.micro, created_at=created_at)
 
 
-def _price_rates(price: ModelPrice) -> Rates:
-    return Rates(input=price.input_micro_per_million, cached_input=price.cached_input_micro_per_million,
-                 cache_write=price.cache_write_rate, cache_write_1h=price.cache_write_1h_rate,
-                 output=price.output_micro_per_million)
-
-
-def _rates(reservation: ModelCallReservation) -> Rates:
-    written = reservation.cache_write_micro_per_million
-    written_1h = reservation.cache_write_1h_micro_per_million
-    written = reservation.input_micro_per_million if written is None else written
-    return Rates(input=reservation.input_micro_per_million,
-                 cached_input=reservation.cached_input_micro_per_million,
-                 cache_write=written, cache_write_1h=written if written_1h is None else written_1h,
-                 output=reservation.output_micro_per_million)
+def _rates(prices: ModelPrice | ModelCallReservation) -> Rates:
+    """A price's rates, or those a reservation was made at. A blank cache-write rate is the input rate, a
+    blank 1-hour one the cache-write rate (a price row changed by hand; a reservation made before cache
+    writes were priced apart)."""
+    written = prices.cache_write_micro_per_million
+    written = prices.input_micro_per_million if written is None else written
+    written_1h = prices.cache_write_1h_micro_per_million
+    written_1h = written if written_1h is None else written_1h
+    return Rates(input=prices.input_micro_per_million, cached_input=prices.cached_input_micro_per_million,
+                 cache_write=written, cache_write_1h=written_1h, output=prices.output_micro_per_million)
 
 
 _INSERT_LINE_SQL = (f"INSERT INTO {SpendLine._meta.db_table} (worker_id, run_id, grant_slug, decision_id, "

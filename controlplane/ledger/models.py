@@ -97,17 +97,6 @@ class ModelPrice(models.Model):
             raise ValidationError("set both cache-write prices (the 5-minute and the 1-hour one), or "
                                   "neither: then cache writes are priced as input")
 
-    @property
-    def cache_write_rate(self) -> int:
-        if self.cache_write_micro_per_million is None:
-            return self.input_micro_per_million
-        return self.cache_write_micro_per_million
-
-    @property
-    def cache_write_1h_rate(self) -> int:
-        if self.cache_write_1h_micro_per_million is None:
-            return self.cache_write_rate
-        return self.cache_write_1h_micro_per_million
 
 
 class ModelCallReservation(models.Model):

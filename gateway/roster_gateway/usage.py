@@ -104,20 +104,21 @@ def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
 
 
-def _overlaid(start: dict | None, delta: dict) -> dict:
-    """message_start's usage with what message_delta repeats laid over it. Its counts are cumulative, so
-    each is the larger of the two: a count the delta leaves out, sends as null or sends lower keeps its
-    start value (a delta's usage has no lifetime split of the cache writes; the split of message_start
-    stands, key by key). Anything that is not a count is the delta's, for the checks to judge."""
-    merged = dict(start or {})
+def _overlaid(before: dict | None, delta: dict) -> dict:
+    """The usage reported so far (message_start's, then every message_delta's) with one more delta laid
+    over it. Counts are cumulative, so each is the larger of the two: a count the delta leaves out, sends
+    as null or sends lower keeps its earlier value (a delta's usage has no lifetime split of the cache
+    writes; the earlier split stands, key by key). Anything that is not a count is the delta's, for the
+    checks to judge."""
+    merged = dict(before or {})
     for key, value in delta.items():
-        before = merged.get(key)
+        earlier = merged.get(key)
         if value is None:
             continue
-        if key == "cache_creation" and isinstance(value, dict) and isinstance(before, dict):
-            value = _overlaid(before, value)
-        elif _is_count(value) and _is_count(before):
-            value = max(before, value)
+        if key == "cache_creation" and isinstance(value, dict) and isinstance(earlier, dict):
+            value = _overlaid(earlier, value)
+        elif _is_count(value) and _is_count(earlier):
+            value = max(earlier, value)
         merged[key] = value
     return merged
 
@@ -241,8 +242,7 @@ class StreamMeter:
         self.api = api
         self.model = request_model
         self._counts: Counts | None = None
-        self._anthropic_start: dict | None = None  # message_start's usage, as sent
-        self._anthropic_usage: dict | None = None  # everything reported so far, laid over it
+        self._anthropic_usage: dict | None = None  # message_start's usage, every delta laid over it
         self._problem = ""
         self._carriers = _CARRIERS.get(api, ())
         self._first = True
@@ -307,13 +307,14 @@ class StreamMeter:
                 self.model = _model(message, self.model)
                 if isinstance(message.get("usage"), dict):
                     _anthropic_input(message["usage"])  # malformed counts fail here, not at the end
-                    self._anthropic_start = self._anthropic_usage = message["usage"]
+                    self._anthropic_usage = message["usage"]
             elif kind == "message_delta" and isinstance(doc.get("usage"), dict):
-                usage = doc["usage"]  # cumulative; newer streams repeat the input counts here
-                usage = self._anthropic_usage = _overlaid(self._anthropic_usage, usage)
+                # Cumulative; newer streams repeat the input counts here.
+                usage = _overlaid(self._anthropic_usage, doc["usage"])
                 given = _anthropic_input(usage)
-                if self._anthropic_start is None and given[0] == 0:
+                if self._anthropic_usage is None and given[0] == 0:
                     raise Malformed("message_delta before message_start")
+                self._anthropic_usage = usage
                 self._counts = _anthropic_counts(given, _count(usage, "output_tokens"))
             elif kind == "message_stop":
                 self.finished = True

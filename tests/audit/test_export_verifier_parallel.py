@@ -133,32 +133,27 @@ def test_command_line_with_workers(tmp_path):
     assert bad.returncode == 2 and "--workers" in bad.stderr
 
 
-def _die(*_args):  # in a worker: as if killed (out of memory, a signal)
+def _die_before_answering(*_args):  # in a worker, as _check_batch: as if killed (out of memory, a signal)
     os._exit(3)
 
 
-def test_a_worker_that_dies_is_an_error_not_a_verdict(tmp_path, monkeypatch, capsys):
-    path = tmp_path / "audit.jsonl"
-    path.write_text("".join(_export()))
-    monkeypatch.setattr(verifier, "_check_batch", _die)
-    assert verifier.main(["--workers", "2", "--batch-lines", "5", str(path)]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and "was not verified" in err
-
-
-def _serve_then_die_mid_answer(tasks, results, _partial, _anchor):  # in a worker
+def _die_halfway_through_an_answer(tasks, results, *_rest):  # in a worker, as _serve
     tasks.recv()
     # The length of a 5 MB answer and its first 100 kB (more than a pipe holds), then killed.
     os.write(results.fileno(), struct.pack("!i", 5_000_000) + b"x" * 100_000)
     os._exit(9)
 
 
-def test_a_worker_killed_halfway_through_its_answer_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("name,fault", [("_check_batch", _die_before_answering),
+                                        ("_serve", _die_halfway_through_an_answer)],
+                         ids=["before-answering", "halfway-through-an-answer"])
+def test_a_worker_that_dies_is_an_error_not_a_verdict_nor_a_hang(tmp_path, monkeypatch, capfd, name, fault):
     path = tmp_path / "audit.jsonl"
     path.write_text("".join(_export()))
-    monkeypatch.setattr(verifier, "_serve", _serve_then_die_mid_answer)
+    monkeypatch.setattr(verifier, name, fault)
     assert verifier.main(["--workers", "2", "--batch-lines", "5", str(path)]) == 2
-    assert "was not verified" in capsys.readouterr().err
+    out, err = capfd.readouterr()
+    assert out == "" and "was not verified" in err and "Traceback" not in err  # the fault, not a crash
 
 
 def test_an_early_verdict_leaves_no_worker_behind_and_says_nothing_of_them(tmp_path, capfd):
