@@ -32,10 +32,13 @@ REQUESTS_C16 = REQUESTS_C1 * 2
 WARMUP = 10 if databases.QUICK else 100
 TARGET_C16_DECISIONS = 1500
 SERVER_START_TIMEOUT = 60
+FLOOR_SERVER = "floor: no work (uvicorn)"
 # name, `python -m` arguments ({port} filled in)
 SERVERS = (
     ("decision API (uvicorn)", ("controlplane.decision_server", "--host", "127.0.0.1", "--port", "{port}")),
     ("web server (daphne)", ("daphne", "-b", "127.0.0.1", "-p", "{port}", "controlplane.asgi:application")),
+    (FLOOR_SERVER, ("uvicorn", "bench.decision_floor:app", "--host", "127.0.0.1", "--port", "{port}",
+                    "--loop", "uvloop", "--http", "httptools", "--no-access-log", "--log-level", "warning")),
 )
 
 
@@ -161,6 +164,11 @@ def _measure(url: str, auth: dict, bodies: list[dict], total: int,
     return latencies, wall
 
 
+def _budget_ms(floor_per_second: float) -> float:
+    """What is left per decision for the target once the floor's own per-request cost is paid."""
+    return max(1000 / TARGET_C16_DECISIONS - 1000 / floor_per_second, 0.0)
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
@@ -205,6 +213,7 @@ def _bench_one(kind: str, service_token: str) -> None:
         data_file = tmp / "seed.json"
         data_file.write_text(json.dumps(data))
         service_ms = _child(env, "--service", str(data_file))
+        commit_ms = _child(env, "--commit-floor")
     print(f"decision API ({db.label}, {WORKERS} workers, {GRANTS} grants; allow with secret inject, budget "
           "reserve and audit)")
     print(f"{'server':<28} {'concurrency':>11} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} "
@@ -214,9 +223,14 @@ def _bench_one(kind: str, service_token: str) -> None:
     print(f"{'in-process':<28} {'':>11} {len(service_ms):>8} {_percentile(service_ms, 0.5):>8.2f} "
           f"{_percentile(service_ms, 0.99):>8.2f} {statistics.mean(service_ms):>8.2f} {'':>8}"
           "  (egress.decide.decide alone, no HTTP)")
+    print(f"{'floor: one durable commit':<28} {'':>11} {len(commit_ms):>8} {_percentile(commit_ms, 0.5):>8.2f} "
+          f"{_percentile(commit_ms, 0.99):>8.2f} {statistics.mean(commit_ms):>8.2f} {'':>8}"
+          "  (a one-row transaction, BEGIN to COMMIT, nothing else)")
     c16 = next(rps for name, concurrency, *_, rps in rows if name == SERVERS[0][0] and concurrency == 16)
+    floor = next(rps for name, concurrency, *_, rps in rows if name == FLOOR_SERVER and concurrency == 16)
     print(f"{db.label}: decision API c16 {c16:.0f} decisions/s (target >= {TARGET_C16_DECISIONS} durable "
-          f"decisions/s)")
+          f"decisions/s); the same server and client with no decision behind it: {floor:.0f}/s, so a "
+          f"decision may cost {_budget_ms(floor):.2f} ms of server CPU at most for the target here")
     print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
 
 
@@ -229,6 +243,13 @@ def main() -> None:
 if __name__ == "__main__":
     if "--seed" in sys.argv:
         _seed()
+    elif "--commit-floor" in sys.argv:
+        import django
+
+        django.setup()
+        from bench.decision_floor import durable_commits
+
+        print(json.dumps(durable_commits(REQUESTS_C1, WARMUP)))
     elif "--service" in sys.argv:
         seeded = json.loads(Path(sys.argv[-1]).read_text())
         _service_only(seeded["tokens"], seeded["sentinel"], REQUESTS_C1)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import enum
 
-from django.db import connection
+from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from controlplane.audit import chain
 from controlplane.audit.metrics import APPEND_SECONDS
 from controlplane.audit.models import AuditRecord
-from controlplane.core.db import TransactionMemo, in_transaction
+from controlplane.core.db import TransactionMemo, current_connection, in_transaction
 
 KINDS = frozenset({
     "decision", "tripwire", "approval", "spend", "credential_use", "grant_change", "run_state", "trace",
@@ -59,23 +59,30 @@ _lock_held = TransactionMemo()
 _known_head = TransactionMemo()
 
 
-def lock_chain_head() -> None:
+def lock_chain_head(conn=None) -> None:
     """Serialise appenders. SQLite: the settings begin every transaction IMMEDIATE, so this transaction
-    already holds the database write lock. PostgreSQL: a transaction-scoped advisory lock."""
-    if connection.vendor == "postgresql":
+    already holds the database write lock. PostgreSQL: a transaction-scoped advisory lock. `conn`: this
+    thread's connection when the caller has it at hand."""
+    conn = conn or current_connection()
+    if conn.vendor == "postgresql":
         if _lock_held.get():
             return
-        with connection.cursor() as cur:
+        with conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", [_PG_LOCK_KEY])
         _lock_held.set(True)
-    elif connection.vendor == "sqlite":
-        if connection.settings_dict.get("OPTIONS", {}).get("transaction_mode") != "IMMEDIATE":
+    elif conn.vendor == "sqlite":
+        if conn.settings_dict.get("OPTIONS", {}).get("transaction_mode") != "IMMEDIATE":
             raise RuntimeError("SQLite must use transaction_mode IMMEDIATE (see settings.py)")
     else:
-        raise RuntimeError(f"audit chain locking not implemented for {connection.vendor}")
+        raise RuntimeError(f"audit chain locking not implemented for {conn.vendor}")
 
 
 _TABLE = AuditRecord._meta.db_table
+# _append builds the record positionally, so its order must be the model's own.
+_COLUMNS = ("id", "seq", "created_at", "kind", "run_id_ref", "worker_name", "verdict", "reason", "body",
+            "prev_hash", "hash")
+if tuple(field.attname for field in AuditRecord._meta.concrete_fields) != _COLUMNS:
+    raise ImproperlyConfigured("AuditRecord's columns changed order: update audit.services._COLUMNS")
 _HEAD_SQL = f"SELECT seq, hash FROM {_TABLE} ORDER BY seq DESC LIMIT 1"
 _INSERT_SQL = (f"INSERT INTO {_TABLE} (seq, created_at, kind, run_id_ref, worker_name, verdict, reason, "
                f"body, prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id")
@@ -83,10 +90,11 @@ _INSERT_SQL = (f"INSERT INTO {_TABLE} (seq, created_at, kind, run_id_ref, worker
 
 def _append(kind: str, data: dict, run, worker: str, verdict: str, reason: str) -> AuditRecord:
     # Plain SQL: this runs once per gateway request, and the ORM's save() costs more than the hashing.
-    lock_chain_head()
+    conn = current_connection()
+    lock_chain_head(conn)
     now = chain.truncate_ms(timezone.now())
     run_id = _run_id(run)
-    with connection.cursor() as cur:
+    with conn.cursor() as cur:
         head = _known_head.get()
         if head is None:
             cur.execute(_HEAD_SQL)
@@ -95,15 +103,13 @@ def _append(kind: str, data: dict, run, worker: str, verdict: str, reason: str) 
         body = chain.build_body(seq=seq, time=now, prev=prev, kind=kind, run=run_id, worker=worker,
                                 verdict=verdict, reason=reason, data=data)
         digest = chain.record_hash(body)
-        cur.execute(_INSERT_SQL, [seq, connection.ops.adapt_datetimefield_value(now), kind, run_id, worker,
+        cur.execute(_INSERT_SQL, [seq, conn.ops.adapt_datetimefield_value(now), kind, run_id, worker,
                                   verdict, reason, body, prev, digest])
         pk = cur.fetchone()[0]
     _known_head.set((seq, digest))
-    record = AuditRecord(id=pk, seq=seq, created_at=now, kind=kind, run_id_ref=run_id, worker_name=worker,
-                         verdict=verdict, reason=reason, body=body, prev_hash=prev, hash=digest)
-    record._state.adding = False
-    record._state.db = connection.alias
-    return record
+    # As the ORM builds a row it read (positional, in column order): half the cost of keyword arguments.
+    return AuditRecord.from_db(conn.alias, _COLUMNS, (pk, seq, now, kind, run_id, worker, verdict, reason,
+                                                      body, prev, digest))
 
 
 def audit_append(kind: str, data: dict, *, run=None, worker=None, verdict: str = "",

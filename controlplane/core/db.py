@@ -5,7 +5,14 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+
+
+def current_connection():
+    """This thread's connection, looked up once. `django.db.connection` looks it up again on every
+    attribute it is asked for (a thread-local lookup each time), which the decision path would pay some
+    forty times per decision (docs/operations.md, "Benchmarks")."""
+    return connections[DEFAULT_DB_ALIAS]
 
 
 def in_transaction():
@@ -13,7 +20,7 @@ def in_transaction():
     statements on every call on the decision path, and `atomic(savepoint=False)` would instead mark the
     caller's transaction as failed when an expected error (an unknown or already settled decision)
     passes through, though the caller handles it and goes on (an outcome batch does)."""
-    if connection.in_atomic_block:
+    if current_connection().in_atomic_block:
         return contextlib.nullcontext()
     return transaction.atomic()
 
@@ -29,21 +36,30 @@ class TransactionMemo:
 
     def get(self):
         held = getattr(self._local, "held", None)
-        if held is None or not connection.in_atomic_block:
+        if held is None:
             return None
-        marker, value = held
-        for _savepoints, callback, _robust in reversed(connection.run_on_commit):
-            if callback is marker:
-                return value
+        conn = current_connection()
+        marker, index, value = held
+        # Callbacks are only ever appended, or dropped from the end when a savepoint rolls back, and the
+        # list is emptied when the transaction ends: the marker is still where it was put exactly while
+        # the state it vouches for stands.
+        callbacks = conn.run_on_commit
+        if conn.in_atomic_block and index < len(callbacks) and callbacks[index][1] is marker:
+            return value
         self._local.held = None
         return None
 
     def set(self, value) -> None:
+        conn = current_connection()
+        if not conn.in_atomic_block:  # outside a transaction there is nothing to remember it for
+            self._local.held = None
+            return
+
         def marker():
             pass
 
-        transaction.on_commit(marker)
-        self._local.held = (marker, value)
+        conn.on_commit(marker)
+        self._local.held = (marker, len(conn.run_on_commit) - 1, value)
 
     def forget(self) -> None:
         self._local.held = None

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db import connection
 from django.utils import timezone
 
 from controlplane.audit.services import audit_append
+from controlplane.core.db import current_connection
 from controlplane.egress.policy_cache import PolicyState, secret_row
 from controlplane.fleet.models import Run, RunDecision
 from controlplane.fleet.services import run_raise_taint
@@ -46,10 +46,11 @@ def allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str,
                        cost_micro=int(grant.cost_per_call), origin=run.origin, model_call=model_call)
     if isinstance(reserved, OverBudget):
         return Allowed(engine.deny(DenyReason.OVER_BUDGET, reserved.message), reserved.as_dict())
-    with connection.cursor() as cur:  # plain SQL: the ORM's create() costs more than the insert
+    conn = current_connection()
+    with conn.cursor() as cur:  # plain SQL: the ORM's create() costs more than the insert
         cur.execute(_INSERT_RUN_DECISION, [
             decision_id, run.pk, grant.slug, int(grant.result_class), bool(grant.untrusted),
-            bool(grant.trace), method, url, connection.ops.adapt_datetimefield_value(timezone.now()), False,
+            bool(grant.trace), method, url, conn.ops.adapt_datetimefield_value(timezone.now()), False,
             _handed_secret_name(grant)])
     _raise_taint_for_result(run, grant)
     inject, replace = _credentials(run, grant, decision_id, host, sentinel_ids, state or PolicyState(None))

@@ -7,7 +7,7 @@ from django.db import connection
 from django.utils import timezone
 
 from controlplane.audit.services import audit_append, lock_chain_head
-from controlplane.core.db import in_transaction
+from controlplane.core.db import current_connection, in_transaction
 from controlplane.fleet.models import Worker
 from controlplane.ledger import model_spend
 from controlplane.ledger.model_spend import ModelPlan
@@ -46,7 +46,7 @@ _INSERT_LINE_SQL = (f"INSERT INTO {SpendLine._meta.db_table} (worker_id, run_id,
 
 def _caps_of(worker: Worker) -> list[Cap]:
     """The worker's caps and the org's, in id order, each naming its scope without another query."""
-    with connection.cursor() as cur:
+    with current_connection().cursor() as cur:
         cur.execute(_CAPS_SQL, [worker.pk])
         rows = cur.fetchall()
     caps = []
@@ -90,8 +90,9 @@ def _first_broken_cap(worker: Worker, cost_micro: int, model: ModelPlan | None) 
 
 def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin,
              model_call: ModelCallFacts | None = None) -> Reservation | OverBudget:
-    _serialise()
-    with connection.cursor() as cur:
+    conn = current_connection()
+    lock_chain_head(conn)  # as _serialise
+    with conn.cursor() as cur:
         cur.execute(_HAS_LINES_SQL, [decision_id])
         if cur.fetchone() is not None:
             raise DuplicateReservation(f"decision {decision_id} already has a reservation")
@@ -100,7 +101,7 @@ def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin,
     if over is not None:
         return over
     moment = timezone.now()
-    now = connection.ops.adapt_datetimefield_value(moment)
+    now = conn.ops.adapt_datetimefield_value(moment)
     common = [worker.pk, run.pk if run is not None else None, grant_slug, decision_id, SpendLine.Kind.RESERVE]
     lines = [[*common, Unit.REQUESTS, 1, now]]
     if cost_micro:
@@ -111,7 +112,7 @@ def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin,
         if model.micro:
             lines.append([*common, Unit.MICRO, model.micro, now])
         model_spend.record_reservation(decision_id, model, moment)
-    with connection.cursor() as cur:
+    with conn.cursor() as cur:
         cur.executemany(_INSERT_LINE_SQL, lines)
     record = {"op": "reserve", "decision_id": decision_id, "grant": grant_slug, "origin": origin,
               "requests": 1, "micro": cost_micro + (model.micro if model else 0)}

@@ -1,5 +1,6 @@
 """`make bench`'s decision bench end to end in quick mode (few requests; numbers not looked at): the
-SQLite table with both servers at both concurrencies, the in-process row and the target line; without
+SQLite table with both servers at both concurrencies, the floors under them (a server doing no work, one
+durable commit), the in-process row and the target line with the per-decision budget the floor leaves; without
 PostgreSQL's binaries, a "skipped: why" line instead of the PostgreSQL table, and still a success."""
 
 import os
@@ -25,8 +26,13 @@ def test_quick_decision_bench_prints_its_rows(tmp_path):
     assert "decision API (SQLite, 50 workers, 500 grants" in out
     assert "decision API (PostgreSQL 15" not in out
     rows = [line.split() for line in out.splitlines() if line.startswith(("decision API (uvicorn)",
-                                                                        "web server (daphne)"))]
-    assert [(row[-6], row[-5]) for row in rows] == [("1", "16"), ("16", "32"), ("1", "16"), ("16", "32")]
+                                                                        "web server (daphne)",
+                                                                        "floor: no work (uvicorn)"))]
+    assert [(row[-6], row[-5]) for row in rows] == [("1", "16"), ("16", "32")] * 3
     assert any(line.startswith("in-process ") for line in out.splitlines())
+    [commit_floor] = [line.split() for line in out.splitlines() if line.startswith("floor: one durable commit")]
+    assert commit_floor[4] == "16" and float(commit_floor[5]) > 0
     assert "SQLite: decision API c16 " in out and "(target >= 1500 durable decisions/s)" in out
+    assert "the same server and client with no decision behind it: " in out
+    assert " ms of server CPU at most for the target here" in out
     assert "failed" not in out

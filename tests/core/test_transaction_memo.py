@@ -41,6 +41,29 @@ def test_a_rolled_back_savepoint_takes_its_value_with_it_and_a_released_one_keep
         assert memo.get() == "released"
 
 
+def test_another_callback_where_the_marker_was_is_not_mistaken_for_it():
+    memo = TransactionMemo()
+    with transaction.atomic():
+        memo.set("first")
+    with transaction.atomic():
+        transaction.on_commit(lambda: None)  # the same place in a later transaction's callbacks
+        assert memo.get() is None
+    with transaction.atomic():
+        with pytest.raises(RuntimeError), transaction.atomic():
+            memo.set("inner")
+            raise RuntimeError
+        transaction.on_commit(lambda: None)  # takes the rolled-back marker's place
+        assert memo.get() is None
+
+
+def test_set_outside_a_transaction_remembers_nothing():
+    memo = TransactionMemo()
+    memo.set("loose")
+    assert memo.get() is None
+    with transaction.atomic():
+        assert memo.get() is None
+
+
 def test_the_chain_stays_whole_across_savepoints_that_roll_back_between_appends():
     with transaction.atomic():
         audit_append("decision", {"n": 1})
