@@ -223,7 +223,8 @@ def _bench_one(kind: str, service_token: str) -> None:
     print(f"{'in-process':<28} {'':>11} {len(service_ms):>8} {_percentile(service_ms, 0.5):>8.2f} "
           f"{_percentile(service_ms, 0.99):>8.2f} {statistics.mean(service_ms):>8.2f} {'':>8}"
           "  (egress.decide.decide alone, no HTTP)")
-    print(f"{'floor: one durable commit':<28} {'':>11} {len(commit_ms):>8} {_percentile(commit_ms, 0.5):>8.2f} "
+    print(f"{'floor: one durable commit':<28} {'':>11} {len(commit_ms):>8} "
+          f"{_percentile(commit_ms, 0.5):>8.2f} "
           f"{_percentile(commit_ms, 0.99):>8.2f} {statistics.mean(commit_ms):>8.2f} {'':>8}"
           "  (a one-row transaction, BEGIN to COMMIT, nothing else)")
     c16 = next(rps for name, concurrency, *_, rps in rows if name == SERVERS[0][0] and concurrency == 16)

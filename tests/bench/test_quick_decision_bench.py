@@ -30,7 +30,8 @@ def test_quick_decision_bench_prints_its_rows(tmp_path):
                                                                         "floor: no work (uvicorn)"))]
     assert [(row[-6], row[-5]) for row in rows] == [("1", "16"), ("16", "32")] * 3
     assert any(line.startswith("in-process ") for line in out.splitlines())
-    [commit_floor] = [line.split() for line in out.splitlines() if line.startswith("floor: one durable commit")]
+    [commit_floor] = [line.split() for line in out.splitlines()
+                      if line.startswith("floor: one durable commit")]
     assert commit_floor[4] == "16" and float(commit_floor[5]) > 0
     assert "SQLite: decision API c16 " in out and "(target >= 1500 durable decisions/s)" in out
     assert "the same server and client with no decision behind it: " in out
