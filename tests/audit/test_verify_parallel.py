@@ -4,6 +4,7 @@ a seam between two ranges. Runs on PostgreSQL too (tests/ledger/test_postgres.py
 
 Transactional tests: the workers have their own connections and see only committed rows."""
 
+import datetime as dt
 import json
 
 import pytest
@@ -169,6 +170,18 @@ def test_sub_millisecond_digits_in_the_time_column(chain40, seq):
     AuditRecord.objects.filter(seq=seq).update(created_at=moment.replace(microsecond=moment.microsecond + 7))
     result = _all_agree()
     assert result.broken_seq == seq and "sub-millisecond" in result.message and result.checked == seq
+
+
+@pytest.mark.parametrize("shift", [dt.timedelta(hours=1), dt.timedelta(milliseconds=1),
+                                   dt.timedelta(days=-365 * 1500)])
+def test_a_time_column_moved_away_from_the_body_is_caught(chain40, shift):
+    # The fast path compares the column's text with the body's time; any other moment, however close
+    # or far, is judged by the rules and named.
+    seq = 17
+    moment = AuditRecord.objects.get(seq=seq).created_at
+    AuditRecord.objects.filter(seq=seq).update(created_at=moment + shift)
+    result = _all_agree()
+    assert result.broken_seq == seq and "column 'time'" in result.message
 
 
 def test_anchor_at_a_seam_and_past_the_end(chain40):
