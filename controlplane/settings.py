@@ -142,6 +142,15 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         "ROSTER_TEST_DB", str(VAR_DIR / f"test-roster-{os.getpid()}.sqlite3")
     )
 
+# Prepared statements on PostgreSQL (server-side parameter binding; psycopg prepares a statement from
+# its fifth use on a connection): the decision API's process turns them on (controlplane.decision_server),
+# where the same few statements run for every request and parsing and planning them again cost as much
+# as running them (docs/operations.md, "Benchmarks"). Off elsewhere, and "0" turns them off there too
+# (behind a transaction-mode connection pooler, which cannot keep a session's prepared statements).
+ROSTER_DB_PREPARED_STATEMENTS = os.environ.get("ROSTER_DB_PREPARED_STATEMENTS", "0") == "1"
+if ROSTER_DB_PREPARED_STATEMENTS and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=5)
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

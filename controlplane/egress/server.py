@@ -10,8 +10,14 @@ import argparse
 import os
 
 
-def main(argv: list[str] | None = None) -> None:
+def set_process_defaults() -> None:
+    """The environment the decision API's process reads its settings from, unless told otherwise."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    os.environ.setdefault("ROSTER_DB_PREPARED_STATEMENTS", "1")  # PostgreSQL only; see settings.py
+
+
+def main(argv: list[str] | None = None) -> None:
+    set_process_defaults()
     import django
 
     django.setup(set_prefix=False)
