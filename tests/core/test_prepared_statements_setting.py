@@ -13,7 +13,8 @@ from tests.support import procs
 
 PG_URL = "postgres://roster@127.0.0.1:1/roster"
 SHOW = ("import json, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'controlplane.settings'); {prelude}"
-        "from django.conf import settings; print(json.dumps(settings.DATABASES['default'].get('OPTIONS', {{}})))")
+        "from django.conf import settings; "
+        "print(json.dumps(settings.DATABASES['default'].get('OPTIONS', {{}})))")
 SERVER_PRELUDE = "from controlplane.egress.server import set_process_defaults; set_process_defaults(); "
 
 
