@@ -178,6 +178,58 @@ CHECKS = {
     "web": check_web,
     "canary": check_canary,
 }
+# The ports each process listens on, with the setting that moves them: when a check fails because some
+# other program (another checkout's stack, say) holds one, the failure names that program.
+PORTS = {
+    "decision-api": lambda: [(DECISION_PORT, "ROSTER_DECISION_API_PORT"),
+                             (METRICS_PORT, "ROSTER_METRICS_PORT")],
+    "gateway": lambda: [(GATEWAY_PORT, "ROSTER_GATEWAY_PORT"), (HEALTH_PORT, "ROSTER_GATEWAY_HEALTH_PORT")],
+    "web": lambda: [(WEB_PORT, "ROSTER_WEB_PORT")],
+    "canary": lambda: [],
+}
+
+
+def listening_pids(port: int) -> list[int]:
+    """Processes listening on TCP `port` (any address), as `ss` reports them; [] when it cannot tell."""
+    try:
+        out = subprocess.run(["ss", "-H", "-ltnp", f"sport = :{port}"], capture_output=True, text=True,
+                             timeout=TIMEOUT, check=False).stdout
+    except OSError:
+        return []
+    return sorted({int(part.split("=", 1)[1]) for part in out.replace(")", ",").split(",")
+                   if part.startswith("pid=") and part[4:].isdigit()})
+
+
+def _describe(pid: int) -> str:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        command = "?"
+    try:
+        where = f" in {os.readlink(f'/proc/{pid}/cwd')}"
+    except OSError:
+        where = ""
+    return f"pid {pid} ({command.strip()[:120]}){where}"
+
+
+def foreign_holders(check: str, pidfile: Path | None) -> str:
+    """Words for every port of `check` held by a process that is not the one `pidfile` started (up.sh
+    starts each in its own process group, so the group's id is that pid); "" when there is none."""
+    try:
+        ours = int(pidfile.read_text().strip()) if pidfile else None
+    except (OSError, ValueError):
+        ours = None
+    said = []
+    for port, setting in PORTS[check]():
+        for pid in listening_pids(port) if port else []:
+            try:
+                group = os.getpgid(pid)
+            except OSError:
+                continue
+            if ours is None or group != ours:
+                said.append(f"port {port} is held by {_describe(pid)}, not by this stack's {check}: "
+                            f"stop that (another checkout's stack: `make down` there) or set {setting}")
+    return "; ".join(said)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         except Failed as exc:
             if time.monotonic() >= deadline or (args.pidfile and not _alive(args.pidfile)):
-                print(f"FAILED: {exc}")
+                holders = foreign_holders(args.check, args.pidfile)
+                print(f"FAILED: {holders}; so: {exc}" if holders else f"FAILED: {exc}")
                 return 1
         time.sleep(0.25)
 

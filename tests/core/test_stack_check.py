@@ -1,12 +1,15 @@
 """`make up`'s readiness checks (scripts/stack_check.py) read the answer, not just an open port: a 401 to
 the gateway's own token, a gateway whose control plane is unreachable, an unstyled admin and a canary
-answered 503 are failures that say what is wrong."""
+answered 503 are failures that say what is wrong; a port held by another program is named with it."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -155,3 +158,44 @@ def test_nothing_listening_fails_with_where(fake, monkeypatch):
     monkeypatch.setattr(stack_check, "HEALTH_PORT", procs.free_port())
     with pytest.raises(stack_check.Failed, match="nothing answers on 127.0.0.1"):
         stack_check.check_gateway()
+
+
+@pytest.fixture
+def other_program(tmp_path):
+    """A program that is not this stack's, listening on a loopback port from a directory of its own."""
+    port = procs.free_port()
+    where = tmp_path / "elsewhere"
+    where.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
+                            cwd=where, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 20
+    while not stack_check.listening_pids(port):
+        assert time.monotonic() < deadline and proc.poll() is None, "the other program did not listen"
+        time.sleep(0.1)
+    yield proc, port, where
+    proc.kill()
+    proc.wait()
+
+
+def test_a_port_held_by_another_program_is_named_with_the_setting_that_moves_it(fake, monkeypatch, tmp_path,
+                                                                                 other_program, capsys):
+    proc, port, where = other_program
+    monkeypatch.setattr(stack_check, "DECISION_PORT", port)
+    ours = tmp_path / "decision-api.pid"
+    ours.write_text("999999999\n")  # ours died: it could not listen where the other program does
+    assert stack_check.main(["decision-api", "--pidfile", str(ours)]) == 1
+    said = capsys.readouterr().out
+    assert said.startswith(f"FAILED: port {port} is held by pid {proc.pid} (")
+    assert "http.server" in said and f" in {where}, not by this stack's decision-api" in said
+    assert "set ROSTER_DECISION_API_PORT" in said and "answered 404" in said  # and what it answered
+
+
+def test_our_own_process_on_the_port_is_not_blamed(fake, monkeypatch, tmp_path, other_program, capsys):
+    proc, port, _ = other_program  # started as up.sh starts ours: its own process group
+    monkeypatch.setattr(stack_check, "DECISION_PORT", port)
+    ours = tmp_path / "decision-api.pid"
+    ours.write_text(f"{proc.pid}\n")
+    assert stack_check.main(["decision-api", "--pidfile", str(ours)]) == 1
+    said = capsys.readouterr().out
+    assert said.startswith("FAILED: the decision API's health answered 404") and "held by" not in said
