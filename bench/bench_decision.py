@@ -78,6 +78,9 @@ def _seed() -> None:
 def _service_only(tokens: list[str], sentinel: str, total: int) -> None:
     """Runs in a child process: the decision service called in-process (no HTTP), to separate the
     decision's own cost from the server's. Prints latencies in ms as JSON."""
+    from controlplane.egress.server import set_process_defaults
+
+    set_process_defaults()  # the decision API's own settings (prepared statements on PostgreSQL)
     import django
 
     django.setup()

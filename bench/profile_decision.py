@@ -156,6 +156,9 @@ def _bare_round_trip() -> float:
 
 
 def _child(seed_file: str) -> None:
+    from controlplane.egress.server import set_process_defaults
+
+    set_process_defaults()  # the decision API's own settings (prepared statements on PostgreSQL)
     import django
 
     django.setup()
