@@ -67,7 +67,13 @@ def _sqlite_time_matches(raw, text) -> bool:
 
 # PostgreSQL hands the time over as text in UTC with every microsecond digit and the era (its driver's
 # datetime loader is written in Python and cost a third of the scan), so the comparison is of text too.
-_PG_TIME_TEXT = "to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US BC')"
+# Only for the column the migrations made (timestamptz: another type would be read differently by the
+# rules), and with the functions named in pg_catalog, which no search_path can put another one before.
+_PG_TIME_TEXT = ("pg_catalog.to_char(pg_catalog.timezone('UTC', {column}), "
+                 "'YYYY-MM-DD\"T\"HH24:MI:SS.US BC')")
+_PG_TIME_IS_TIMESTAMPTZ = ("SELECT a.atttypid = 'pg_catalog.timestamptz'::pg_catalog.regtype "
+                           "FROM pg_catalog.pg_attribute a WHERE a.attrelid = %s::pg_catalog.regclass "
+                           "AND a.attname = 'created_at' AND NOT a.attisdropped")
 
 
 def _pg_time_matches(raw, text) -> bool:
@@ -81,24 +87,33 @@ def _never(raw, text) -> bool:
     return False
 
 
+def _pg_time_column_is_timestamptz() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(_PG_TIME_IS_TIMESTAMPTZ, [connection.ops.quote_name(AuditRecord._meta.db_table)])
+        row = cursor.fetchone()
+    return bool(row and row[0] is True)
+
+
 def _time_matcher():
+    """How the fast path compares the time column with the body's time, and whether the scan reads that
+    column as PostgreSQL's UTC text."""
     if connection.vendor == "sqlite":
         # Django makes stored naive values aware in the connection's zone; the fast path assumes UTC.
         utc = settings.USE_TZ and connection.timezone.utcoffset(dt.datetime(2000, 1, 1)) == _ZERO
-        return _sqlite_time_matches if utc else _never
-    if connection.vendor == "postgresql":
-        return _pg_time_matches
-    return _never
+        return (_sqlite_time_matches if utc else _never), False
+    if connection.vendor == "postgresql" and _pg_time_column_is_timestamptz():
+        return _pg_time_matches, True
+    return _never, False
 
 
-def _cursor_rows(cursor, lo: int | None, hi: int | None):
+def _cursor_rows(cursor, lo: int | None, hi: int | None, pg_time_text: bool):
     table = connection.ops.quote_name(AuditRecord._meta.db_table)
     columns = [connection.ops.quote_name(name) for name in FIELDS]
     time_at = FIELDS.index("created_at")
     if connection.vendor == "sqlite":
         # Without a declared type the driver hands over the stored text instead of parsing it.
         columns[time_at] = f"CAST({columns[time_at]} AS TEXT)"
-    elif connection.vendor == "postgresql":
+    elif pg_time_text:
         columns[time_at] = _PG_TIME_TEXT.format(column=columns[time_at])
     columns = ", ".join(columns)
     where, params = [], []
@@ -132,7 +147,7 @@ def scan_range(lo: int | None, hi: int | None, start: tuple[int, str] | None,
 
 
 def _scan(lo, hi, start, anchor, stop) -> Span:
-    time_matches = _time_matcher()
+    time_matches, pg_time_text = _time_matcher()
     sha256, scan_json = hashlib.sha256, _scan_json
     anchor_seq, anchor_hash = anchor if anchor else (None, None)
     fetch = settings.ROSTER_AUDIT_CHUNK_SIZE
@@ -143,7 +158,7 @@ def _scan(lo, hi, start, anchor, stop) -> Span:
     checked = 0
     # A server-side cursor on PostgreSQL (a plain one would load the whole result), SQLite streams anyway.
     with connection.chunked_cursor() as cursor:
-        rows = _cursor_rows(cursor, lo, hi)
+        rows = _cursor_rows(cursor, lo, hi, pg_time_text)
         while batch := rows.fetchmany(fetch):
             if stop is not None and stop():
                 return Span(*(first or (None, None)), checked, expected, prev, stopped=True)

@@ -184,6 +184,46 @@ def test_a_time_column_moved_away_from_the_body_is_caught(chain40, shift):
     assert result.broken_seq == seq and "column 'time'" in result.message
 
 
+def test_postgresql_a_time_column_of_another_type_is_judged_by_the_rules(chain40):
+    # The fast path reads timestamptz as UTC text; a column retyped to a naive timestamp would read the
+    # same text, but the rules judge it otherwise, and so must the verifier.
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite keeps no column types to change")
+    tamper.raw("ALTER TABLE audit_auditrecord ALTER COLUMN created_at TYPE timestamp "
+               "USING created_at AT TIME ZONE 'UTC'")
+    try:
+        result = _all_agree()
+    finally:
+        tamper.raw("ALTER TABLE audit_auditrecord ALTER COLUMN created_at TYPE timestamptz "
+                   "USING created_at AT TIME ZONE 'UTC'")
+    assert not result.ok and result.broken_seq == 1 and "column 'time'" in result.message
+    assert _all_agree().ok
+
+
+def test_postgresql_functions_earlier_on_the_search_path_are_not_called(chain40):
+    # A to_char that adds an hour, found before pg_catalog's, would make a record moved back an hour
+    # read as sound; the fast path names pg_catalog's own.
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has no schemas or search path")
+    tamper.raw("CREATE SCHEMA shadow")
+    try:
+        for argument in ("timestamp", "timestamptz"):
+            tamper.raw(f"CREATE FUNCTION shadow.to_char({argument}, text) RETURNS text LANGUAGE sql "
+                       "AS $$ SELECT pg_catalog.to_char($1 + interval '1 hour', $2) $$")
+        moment = AuditRecord.objects.get(seq=7).created_at
+        AuditRecord.objects.filter(seq=7).update(created_at=moment - dt.timedelta(hours=1))
+        tamper.raw("SET search_path = shadow, pg_catalog, public")
+        result, expected = verify_sequential(), _reference()
+    finally:
+        tamper.raw("RESET search_path")
+        tamper.raw("DROP SCHEMA shadow CASCADE")
+    assert result == expected and expected.broken_seq == 7 and "column 'time'" in expected.message
+
+
 def test_anchor_at_a_seam_and_past_the_end(chain40):
     head = AuditRecord.objects.get(seq=RECORDS)
     assert _all_agree((RECORDS, head.hash)).ok
