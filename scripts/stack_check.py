@@ -190,14 +190,34 @@ PORTS = {
 
 
 def listening_pids(port: int) -> list[int]:
-    """Processes listening on TCP `port` (any address), as `ss` reports them; [] when it cannot tell."""
-    try:
-        out = subprocess.run(["ss", "-H", "-ltnp", f"sport = :{port}"], capture_output=True, text=True,
-                             timeout=TIMEOUT, check=False).stdout
-    except OSError:
-        return []
-    return sorted({int(part.split("=", 1)[1]) for part in out.replace(")", ",").split(",")
-                   if part.startswith("pid=") and part[4:].isdigit()})
+    """Processes with a TCP socket listening on `port` (any address), read from the kernel's tables in
+    /proc rather than from a tool's text (a process name may hold any bytes); [] when it cannot tell."""
+    sockets = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text(errors="replace").splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()  # sl, local address:port (hex), remote, state (0A: listening), ..., inode
+            if len(fields) > 9 and fields[3] == "0A" and fields[1].rsplit(":", 1)[-1] == f"{port:04X}":
+                sockets.add(f"socket:[{fields[9]}]")
+    pids = set()
+    for process in Path("/proc").iterdir() if sockets else ():
+        if not process.name.isdigit():
+            continue
+        try:
+            descriptors = list((process / "fd").iterdir())
+        except OSError:  # gone, or not ours to look at
+            continue
+        for descriptor in descriptors:
+            try:
+                if os.readlink(descriptor) in sockets:
+                    pids.add(int(process.name))
+                    break
+            except OSError:
+                continue
+    return sorted(pids)
 
 
 def _describe(pid: int) -> str:

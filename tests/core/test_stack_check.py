@@ -199,3 +199,27 @@ def test_our_own_process_on_the_port_is_not_blamed(fake, monkeypatch, tmp_path, 
     assert stack_check.main(["decision-api", "--pidfile", str(ours)]) == 1
     said = capsys.readouterr().out
     assert said.startswith("FAILED: the decision API's health answered 404") and "held by" not in said
+
+
+def test_a_holder_whose_name_is_not_text_is_still_named(fake, monkeypatch, tmp_path, capsys):
+    # A process name is any bytes (here not UTF-8, and shaped like the fields a tool would print): the
+    # holder is found from the kernel's socket tables, by its own pid.
+    port = procs.free_port()
+    code = ("import ctypes, socket, time; ctypes.CDLL(None).prctl(15, b'ev\\xff\\xfe,pid=1,fd=3)', 0, 0, 0); "
+            f"s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while stack_check.listening_pids(port) != [proc.pid]:
+            assert time.monotonic() < deadline and proc.poll() is None, "the holder did not listen"
+            time.sleep(0.1)
+        monkeypatch.setattr(stack_check, "DECISION_PORT", port)
+        monkeypatch.setattr(stack_check, "TIMEOUT", 0.5)  # it accepts and never answers
+        ours = tmp_path / "decision-api.pid"
+        ours.write_text("999999999\n")
+        assert stack_check.main(["decision-api", "--pidfile", str(ours)]) == 1
+        said = capsys.readouterr().out
+        assert said.startswith(f"FAILED: port {port} is held by pid {proc.pid} (") and "pid 1 " not in said
+    finally:
+        proc.kill()
+        proc.wait()
