@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.db import connection, transaction
+from django.db import NotSupportedError, connection, transaction
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,14 @@ def _ensure_healthy_connection() -> None:
     # The thread keeps its database connection between jobs (no connect per decision); one that saw
     # errors and no longer answers is dropped so the next statement reconnects.
     if connection.connection is not None and connection.errors_occurred and not connection.is_usable():
+        connection.close()
+
+
+def _drop_connection_after(error: BaseException) -> None:
+    # A prepared statement whose table changed under it (a migration while the decision API runs) keeps
+    # failing on this connection ("cached plan must not change result type") until the connection is
+    # replaced; the next job reconnects with none prepared (docs/operations.md, prepared statements).
+    if isinstance(error, NotSupportedError):
         connection.close()
 
 
@@ -104,6 +112,7 @@ class GroupCommitter:
             _ensure_healthy_connection()
             result = job.alone(*job.args)
         except Exception as exc:  # noqa: BLE001 - handed to the waiting request, which answers for it
+            _drop_connection_after(exc)
             job.loop.call_soon_threadsafe(_deliver, job.future, None, exc)
             return
         job.loop.call_soon_threadsafe(_deliver, job.future, result)

@@ -142,3 +142,24 @@ def test_a_caller_that_went_away_does_not_stop_the_thread():
         return await committer.run(_alone_append("after"), None)
 
     assert asyncio.run(scenario(GroupCommitter(max_group=64)))[0] == "after-alone"
+
+
+def test_a_statement_the_database_no_longer_supports_replaces_the_connection():
+    # As PostgreSQL answers a prepared statement whose table a migration changed, on that connection
+    # until it is replaced; any other failure keeps the thread's connection.
+    from django.db import NotSupportedError
+
+    def fails(kind):
+        def job():
+            connection.ensure_connection()
+            raise kind("cached plan must not change result type")
+        return job
+
+    async def scenario(committer):
+        for kind, dropped in ((NotSupportedError, True), (RuntimeError, False)):
+            with pytest.raises(kind):
+                await committer.run(fails(kind), None)
+            assert await committer.run(lambda: connection.connection is None, None) is dropped
+        assert await committer.run(lambda: AuditRecord.objects.count(), None) == 0  # connects again
+
+    asyncio.run(scenario(GroupCommitter(max_group=64)))
