@@ -77,8 +77,12 @@ def _published(service: dict) -> dict[str, str]:
 
 def test_decision_api_is_its_own_service_like_up_sh(services):
     api, web = services["decision-api"], services["web"]
-    for key in ("build", "environment", "secrets", "depends_on"):  # same image and environment
+    for key in ("build", "depends_on"):  # same image
         assert api[key] == web[key], key
+    # The same environment and secrets, and the scrape token's hash for its metrics listener besides.
+    assert api["environment"] == {**web["environment"],
+                                  "ROSTER_METRICS_TOKEN_SHA256_FILE": "/run/secrets/metrics_token_sha256"}
+    assert api["secrets"] == [*web["secrets"], "metrics_token_sha256"]
     assert api["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
     command = api["command"]
     assert command[:3] == ["python", "-m", "controlplane.decision_server"]
@@ -88,6 +92,9 @@ def test_decision_api_is_its_own_service_like_up_sh(services):
     assert "network_mode" not in api and args["--host"] == "0.0.0.0"
     assert args["--port"] in _published(api)
     assert f"('127.0.0.1', {args['--port']})" in " ".join(api["healthcheck"]["test"])
+    # Its metrics listener: on the container's interfaces, published on host loopback only.
+    assert args["--metrics-host"] == "0.0.0.0" and args["--metrics-port"] in _published(api)
+    assert all(port.startswith("127.0.0.1:") for port in api["ports"])
 
 
 def test_gateway_asks_the_decision_api_and_never_dials_web(services):

@@ -114,12 +114,16 @@ def _both(action) -> None:
 
 
 def _secrets(directory: Path) -> None:
-    """The four secret files docs/operations.md has an operator create, owned by the images' users."""
+    """The secret files docs/operations.md has an operator create, owned by the images' users (the scrape
+    token itself stays with the operator: only its hash is the control plane's)."""
     (directory / "gateway").mkdir(parents=True)
     token = "gst_" + secrets.token_urlsafe(32)
+    scrape = "mst_" + secrets.token_urlsafe(32)
     files = {
         "gateway/service.token": (token + "\n", 0o600, 10002),
         "gateway-token.sha256": (hashlib.sha256(token.encode()).hexdigest(), 0o644, 0),
+        "metrics.token": (scrape + "\n", 0o600, 0),
+        "metrics-token.sha256": (hashlib.sha256(scrape.encode()).hexdigest() + "\n", 0o644, 0),
         "vault.key": (_fernet_key() + "\n", 0o600, 10001),
         "django-secret.key": (secrets.token_urlsafe(50) + "\n", 0o600, 10001),
     }
@@ -199,7 +203,8 @@ def compose_stack(tmp: Path, logs: Path):
         "ROSTER_SECRETS_DIR": str(secrets_dir), "ROSTER_CONTROLPLANE_IMAGE": CONTROLPLANE_IMAGE,
         "ROSTER_GATEWAY_IMAGE": GATEWAY_IMAGE,
         **{name: str(procs.free_port()) for name in (
-            "ROSTER_WEB_PORT", "ROSTER_DECISION_API_PORT", "ROSTER_DB_HOST_PORT", "ROSTER_REDIS_HOST_PORT")},
+            "ROSTER_WEB_PORT", "ROSTER_DECISION_API_PORT", "ROSTER_DB_HOST_PORT", "ROSTER_REDIS_HOST_PORT",
+            "ROSTER_METRICS_PORT")},
     })
     upstream_port = procs.free_port()
     env["ROSTER_GATEWAY_PRIVATE_UPSTREAMS"] = f"127.0.0.1:{upstream_port}"

@@ -1,9 +1,13 @@
 """compose.yaml brought up for real (make test-compose): images built locally, PostgreSQL and Redis as
 compose services, and a box run whose requests go through the compose-started gateway and are decided by
 the compose-started control plane; then the second box host (compose.box-host.yaml, its own worker,
-gateway and locked network) dispatching runs against the same control plane."""
+gateway and locked network) dispatching runs against the same control plane; and the decision API's
+metrics listener, published on host loopback, answering only the scrape token."""
 
 from __future__ import annotations
+
+import http.client
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +70,27 @@ def test_second_box_host_dispatches_against_the_same_control_plane(stack, config
     assert lines[0] == "upstream saw /allowed" and "no_grant" in lines[1], logs
     host = stack.hosts[1]
     assert lines[2] == f"gateway {host.bridge_ip}:{host.gateway_port}", logs
+
+
+def test_control_plane_metrics_answer_the_scrape_token_only(stack, configured):
+    # After the box runs above: the decision API's metrics listener, published on host loopback, counts
+    # their decisions for the operator's scrape token and refuses a scrape without it or with another.
+    port = int(stack.env["ROSTER_METRICS_PORT"])
+    secrets_dir = Path(stack.env["ROSTER_SECRETS_DIR"])
+    gateway_token = (secrets_dir / "gateway" / "service.token").read_text().strip()
+    for offered in (None, "mst_not-the-token", gateway_token):
+        assert _scrape(port, offered)[0] == 401, offered and offered[:4]
+    status, text = _scrape(port, (secrets_dir / "metrics.token").read_text().strip())
+    allowed = [line for line in text.splitlines()
+               if line.startswith('roster_decisions_total{reason="granted",verdict="allow"}')]
+    assert status == 200 and allowed and float(allowed[0].split()[-1]) >= 1, text[:2000]
+
+
+def _scrape(port: int, token: str | None) -> tuple[int, str]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"} if token else {})
+        response = conn.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        conn.close()
