@@ -71,9 +71,13 @@ def _sqlite_time_matches(raw, text) -> bool:
 # rules), and with the functions named in pg_catalog, which no search_path can put another one before.
 _PG_TIME_TEXT = ("pg_catalog.to_char(pg_catalog.timezone('UTC', {column}), "
                  "'YYYY-MM-DD\"T\"HH24:MI:SS.US BC')")
-_PG_TIME_IS_TIMESTAMPTZ = ("SELECT a.atttypid = 'pg_catalog.timestamptz'::pg_catalog.regtype "
-                           "FROM pg_catalog.pg_attribute a WHERE a.attrelid = %s::pg_catalog.regclass "
-                           "AND a.attname = 'created_at' AND NOT a.attisdropped")
+# The column's type oid, compared here (timestamptz's oid is fixed): in SQL even `=` is looked up by name,
+# and an operator made for exactly (oid, regtype) would win over pg_catalog's.
+_PG_TIMESTAMPTZ_OID = 1184
+_PG_TIME_COLUMN_TYPE = ("SELECT a.atttypid FROM pg_catalog.pg_attribute a "
+                        "WHERE a.attrelid OPERATOR(pg_catalog.=) %s::pg_catalog.regclass "
+                        "AND a.attname OPERATOR(pg_catalog.=) 'created_at'::pg_catalog.name "
+                        "AND NOT a.attisdropped")
 
 
 def _pg_time_matches(raw, text) -> bool:
@@ -89,9 +93,9 @@ def _never(raw, text) -> bool:
 
 def _pg_time_column_is_timestamptz() -> bool:
     with connection.cursor() as cursor:
-        cursor.execute(_PG_TIME_IS_TIMESTAMPTZ, [connection.ops.quote_name(AuditRecord._meta.db_table)])
-        row = cursor.fetchone()
-    return bool(row and row[0] is True)
+        cursor.execute(_PG_TIME_COLUMN_TYPE, [connection.ops.quote_name(AuditRecord._meta.db_table)])
+        rows = cursor.fetchall()
+    return len(rows) == 1 and type(rows[0][0]) is int and rows[0][0] == _PG_TIMESTAMPTZ_OID
 
 
 def _time_matcher():

@@ -202,6 +202,31 @@ def test_postgresql_a_time_column_of_another_type_is_judged_by_the_rules(chain40
     assert _all_agree().ok
 
 
+def test_postgresql_an_operator_made_to_say_the_type_is_right_is_not_asked(chain40):
+    # An `=` made for exactly (oid, regtype) or (oid, regclass) would win over pg_catalog's in a query
+    # that writes a plain `=`; the type check compares the type's oid itself.
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has no user-made operators")
+    for right in ("regtype", "regclass", "name"):
+        tamper.raw(f"CREATE FUNCTION public.always_{right}(oid, {right}) RETURNS boolean LANGUAGE sql "
+                   "AS 'SELECT true'")
+        tamper.raw(f"CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = {right}, "
+                   f"FUNCTION = public.always_{right})")
+    tamper.raw("ALTER TABLE audit_auditrecord ALTER COLUMN created_at TYPE timestamp "
+               "USING created_at AT TIME ZONE 'UTC'")
+    try:
+        result = _all_agree()
+    finally:
+        tamper.raw("ALTER TABLE audit_auditrecord ALTER COLUMN created_at TYPE timestamptz "
+                   "USING created_at AT TIME ZONE 'UTC'")
+        for right in ("regtype", "regclass", "name"):
+            tamper.raw(f"DROP OPERATOR public.= (oid, {right})")
+            tamper.raw(f"DROP FUNCTION public.always_{right}(oid, {right})")
+    assert not result.ok and result.broken_seq == 1 and "column 'time'" in result.message
+
+
 def test_postgresql_functions_earlier_on_the_search_path_are_not_called(chain40):
     # A to_char that adds an hour, found before pg_catalog's, would make a record moved back an hour
     # read as sound; the fast path names pg_catalog's own.

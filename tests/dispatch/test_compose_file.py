@@ -102,8 +102,9 @@ def test_gateway_asks_the_decision_api_and_never_dials_web(services):
     decision_port = _loopback_port(options["roster_control_plane"])
     api_command = services["decision-api"]["command"]
     assert _published(services["decision-api"])[api_command[api_command.index("--port") + 1]] == decision_port
-    web_port = _loopback_port(options["roster_control_plane_also"])
+    web_port, metrics_port = [_loopback_port(url) for url in options["roster_control_plane_also"].split(",")]
     assert _published(services["web"])["8000"] == web_port != decision_port
+    assert _published(services["decision-api"])["8003"] == metrics_port  # never dialled for a box either
     # Started once the decision API listens; the web server is not what it calls.
     assert services["gateway"]["depends_on"] == {"decision-api": {"condition": "service_healthy"}}
 
@@ -125,7 +126,7 @@ def test_gateway_runs_like_gateway_up(services):
     assert options["roster_service_token_file"] == "/run/secrets/gateway_token"
     assert "gateway_token" in gateway["secrets"]
     assert options["roster_control_plane"] == "http://127.0.0.1:8002"  # the decision API, not web
-    assert options["roster_control_plane_also"] == "http://127.0.0.1:8000"
+    assert options["roster_control_plane_also"] == "http://127.0.0.1:8000,http://127.0.0.1:8003"
     assert _published(services["web"]) == {"8000": "8000"}
     worker_env = {k: _default(v) for k, v in services["celery-worker"]["environment"].items()}
     assert worker_env["ROSTER_GATEWAY_HEALTH_URL"].endswith(f":{options['roster_health_port']}/healthz")
