@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("ROSTER_VAR_DIR", BASE_DIR / "var"))
@@ -147,7 +148,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 # where the same few statements run for every request and parsing and planning them again cost as much
 # as running them (docs/operations.md, "Benchmarks"). Off elsewhere, and "0" turns them off there too
 # (behind a transaction-mode connection pooler, which cannot keep a session's prepared statements).
-ROSTER_DB_PREPARED_STATEMENTS = os.environ.get("ROSTER_DB_PREPARED_STATEMENTS", "0") == "1"
+_prepared = os.environ.get("ROSTER_DB_PREPARED_STATEMENTS", "0")
+if _prepared not in ("0", "1"):
+    raise ImproperlyConfigured(f"ROSTER_DB_PREPARED_STATEMENTS must be 0 or 1, not {_prepared!r}")
+ROSTER_DB_PREPARED_STATEMENTS = _prepared == "1"
 if ROSTER_DB_PREPARED_STATEMENTS and DATABASES["default"]["ENGINE"].endswith("postgresql"):
     DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=5)
 

@@ -229,7 +229,8 @@ def _describe(pid: int) -> str:
         where = f" in {os.readlink(f'/proc/{pid}/cwd')}"
     except OSError:
         where = ""
-    return f"pid {pid} ({command.strip()[:120]}){where}"
+    shown = "".join(c if c.isprintable() else "?" for c in command.strip()[:120])
+    return f"pid {pid} ({shown}){where}"
 
 
 def foreign_holders(check: str, pidfile: Path | None) -> str:

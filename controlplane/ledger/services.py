@@ -24,11 +24,11 @@ from controlplane.ledger.types import (
 )
 
 
-def _serialise() -> None:
+def _serialise(conn=None) -> None:
     """Totals are read and then appended to; two of those must never interleave. Every ledger change
     appends an audit record anyway, so it takes the audit chain's lock first (one lock order, no
     deadlock between the two); on SQLite the IMMEDIATE transaction already holds the write lock."""
-    lock_chain_head()
+    lock_chain_head(conn)
 
 
 # Plain SQL on the decision path (once per allowed request): the ORM's query building costs more than
@@ -91,7 +91,7 @@ def _first_broken_cap(worker: Worker, cost_micro: int, model: ModelPlan | None) 
 def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin,
              model_call: ModelCallFacts | None = None) -> Reservation | OverBudget:
     conn = current_connection()
-    lock_chain_head(conn)  # as _serialise
+    _serialise(conn)
     with conn.cursor() as cur:
         cur.execute(_HAS_LINES_SQL, [decision_id])
         if cur.fetchone() is not None:

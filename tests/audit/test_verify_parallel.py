@@ -4,6 +4,7 @@ a seam between two ranges. Runs on PostgreSQL too (tests/ledger/test_postgres.py
 
 Transactional tests: the workers have their own connections and see only committed rows."""
 
+import contextlib
 import datetime as dt
 import json
 
@@ -184,6 +185,18 @@ def test_a_time_column_moved_away_from_the_body_is_caught(chain40, shift):
     assert result.broken_seq == seq and "column 'time'" in result.message
 
 
+@contextlib.contextmanager
+def _time_column_naive():
+    """The time column retyped to a naive timestamp (the same UTC wall time), put back afterwards."""
+    tamper.raw("ALTER TABLE audit_auditrecord ALTER COLUMN created_at TYPE timestamp "
+               "USING created_at AT TIME ZONE 'UTC'")
+    try:
+        yield
+    finally:
+        tamper.raw("ALTER TABLE audit_auditrecord ALTER COLUMN created_at TYPE timestamptz "
+                   "USING created_at AT TIME ZONE 'UTC'")
+
+
 def test_postgresql_a_time_column_of_another_type_is_judged_by_the_rules(chain40):
     # The fast path reads timestamptz as UTC text; a column retyped to a naive timestamp would read the
     # same text, but the rules judge it otherwise, and so must the verifier.
@@ -191,13 +204,8 @@ def test_postgresql_a_time_column_of_another_type_is_judged_by_the_rules(chain40
 
     if connection.vendor != "postgresql":
         pytest.skip("SQLite keeps no column types to change")
-    tamper.raw("ALTER TABLE audit_auditrecord ALTER COLUMN created_at TYPE timestamp "
-               "USING created_at AT TIME ZONE 'UTC'")
-    try:
+    with _time_column_naive():
         result = _all_agree()
-    finally:
-        tamper.raw("ALTER TABLE audit_auditrecord ALTER COLUMN created_at TYPE timestamptz "
-                   "USING created_at AT TIME ZONE 'UTC'")
     assert not result.ok and result.broken_seq == 1 and "column 'time'" in result.message
     assert _all_agree().ok
 
@@ -214,13 +222,10 @@ def test_postgresql_an_operator_made_to_say_the_type_is_right_is_not_asked(chain
                    "AS 'SELECT true'")
         tamper.raw(f"CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = {right}, "
                    f"FUNCTION = public.always_{right})")
-    tamper.raw("ALTER TABLE audit_auditrecord ALTER COLUMN created_at TYPE timestamp "
-               "USING created_at AT TIME ZONE 'UTC'")
     try:
-        result = _all_agree()
+        with _time_column_naive():
+            result = _all_agree()
     finally:
-        tamper.raw("ALTER TABLE audit_auditrecord ALTER COLUMN created_at TYPE timestamptz "
-                   "USING created_at AT TIME ZONE 'UTC'")
         for right in ("regtype", "regclass", "name"):
             tamper.raw(f"DROP OPERATOR public.= (oid, {right})")
             tamper.raw(f"DROP FUNCTION public.always_{right}(oid, {right})")

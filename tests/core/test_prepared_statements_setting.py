@@ -30,7 +30,7 @@ def test_off_by_default_on_postgresql():
     assert "server_side_binding" not in _options(PG_URL)
 
 
-@pytest.mark.parametrize("value, on", [("1", True), ("0", False), ("yes", False)])
+@pytest.mark.parametrize("value, on", [("1", True), ("0", False)])
 def test_the_setting_turns_them_on_only_when_it_says_1(value, on):
     options = _options(PG_URL, ROSTER_DB_PREPARED_STATEMENTS=value)
     assert (options.get("server_side_binding"), options.get("prepare_threshold")) == ((True, 5) if on
@@ -45,3 +45,12 @@ def test_never_on_sqlite(tmp_path):
 def test_the_decision_api_process_turns_them_on_unless_told_not_to():
     assert _options(PG_URL, SERVER_PRELUDE)["server_side_binding"] is True
     assert "server_side_binding" not in _options(PG_URL, SERVER_PRELUDE, ROSTER_DB_PREPARED_STATEMENTS="0")
+
+
+@pytest.mark.parametrize("value", ["yes", "true", "", " 1"])
+def test_any_other_value_is_refused_with_a_clear_error(value):
+    environ = {**os.environ, "DATABASE_URL": PG_URL, "ROSTER_DB_PREPARED_STATEMENTS": value}
+    out = subprocess.run([sys.executable, "-c", SHOW.format(prelude="")], cwd=procs.REPO, env=environ,
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and out.stdout == ""
+    assert f"ROSTER_DB_PREPARED_STATEMENTS must be 0 or 1, not {value!r}" in out.stderr

@@ -205,7 +205,9 @@ def test_a_holder_whose_name_is_not_text_is_still_named(fake, monkeypatch, tmp_p
     # A process name is any bytes (here not UTF-8, and shaped like the fields a tool would print): the
     # holder is found from the kernel's socket tables, by its own pid.
     port = procs.free_port()
-    code = ("import ctypes, socket, time; ctypes.CDLL(None).prctl(15, b'ev\\xff\\xfe,pid=1,fd=3)', 0, 0, 0); "
+    # Its command line holds a line break too, which must not split the one-line answer.
+    code = ("\nimport ctypes, socket, time; "
+            "ctypes.CDLL(None).prctl(15, b'ev\\xff\\xfe,pid=1,fd=3)', 0, 0, 0); "
             f"s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     try:
@@ -220,6 +222,7 @@ def test_a_holder_whose_name_is_not_text_is_still_named(fake, monkeypatch, tmp_p
         assert stack_check.main(["decision-api", "--pidfile", str(ours)]) == 1
         said = capsys.readouterr().out
         assert said.startswith(f"FAILED: port {port} is held by pid {proc.pid} (") and "pid 1 " not in said
+        assert said.count("\n") == 1 and " -c ?import ctypes" in said
     finally:
         proc.kill()
         proc.wait()
