@@ -26,6 +26,7 @@ lint: deps
 	PYTHONPATH=.:gateway .venv/bin/lint-imports
 	$(PY) scripts/check_file_lengths.py
 	$(PY) scripts/check_dependencies_documented.py
+	$(PY) scripts/check_settings_documented.py
 
 # Unit tests only: no Docker, no browser, no external processes beyond what a unit needs.
 test-fast: deps

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import ssl
 import subprocess
 import sys
@@ -67,6 +68,12 @@ _ALLOW_SECRET = _ALLOW.replace(b'"inject":[],"replace":[]', (
     + b'"}]'))
 
 
+# The control plane's health answer at its defaults, limits included (the gateway checks its own against
+# them, docs/settings.md): the contract fixture both sides test.
+HEALTH = json.dumps(json.loads((procs.REPO / "tests" / "contract" / "health.json").read_text())["response"],
+                    separators=(",", ":")).encode()
+
+
 async def _instant_cp_main(secret: bool = False) -> None:
     allow = _ALLOW_SECRET if secret else _ALLOW
 
@@ -75,8 +82,8 @@ async def _instant_cp_main(secret: bool = False) -> None:
             while True:
                 head = await _read_request(reader)
                 line = head.split(b"\r\n", 1)[0]
-                body = (allow if b"/decide" in line
-                        else b'{"sentinels":[]}' if b"/sentinels" in line else b'{"ok":true}')
+                body = (allow if b"/decide" in line else b'{"sentinels":[]}' if b"/sentinels" in line
+                        else HEALTH if b"/health" in line else b'{"ok":true}')
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                              + str(len(body)).encode() + b"\r\n\r\n" + body)
         except (asyncio.IncompleteReadError, ConnectionError):

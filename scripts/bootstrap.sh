@@ -39,4 +39,17 @@ if [ ! -f "$gstamp" ] || [ gateway/pyproject.toml -nt "$gstamp" ]; then
   touch "$gstamp"
 fi
 
+# A real Matrix homeserver (Synapse) for the relay's tests and `make demo`: its own virtualenv (its pins
+# are its own), in a cache outside the checkout so CI's fresh clone and every worktree install it once.
+synapse_version=$(sed -n 's/^SYNAPSE_VERSION = "\(.*\)"$/\1/p' tools/synapse/homeserver.py)
+synapse=${ROSTER_SYNAPSE_VENV:-/var/cache/roster/synapse-$synapse_version}
+if [ ! -f "$synapse/.roster-deps" ]; then
+  echo "bootstrap: installing matrix-synapse $synapse_version into $synapse"
+  mkdir -p "$(dirname "$synapse")"
+  python3 -m venv "$synapse"
+  "$synapse/bin/pip" install -q --upgrade pip
+  "$synapse/bin/pip" install -q "matrix-synapse==$synapse_version"
+  touch "$synapse/.roster-deps"
+fi
+
 scripts/start-docker.sh

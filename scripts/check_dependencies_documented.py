@@ -1,5 +1,7 @@
-"""Fails when a dependency in a pyproject.toml is not named in docs/dependencies.md."""
+"""Fails when a dependency in a pyproject.toml, or an npm package a preset's image layer installs, is not
+named in docs/dependencies.md."""
 
+import json
 import re
 import sys
 import tomllib
@@ -18,6 +20,11 @@ for project in [Path("pyproject.toml"), Path("gateway/pyproject.toml")]:
         name = re.split(r"[\[<>=!~ ;]", req, maxsplit=1)[0].strip().lower()
         if f"`{name}`" not in doc:
             missing.append(f"{project}: {name}")
+# The agents' npm packages each preset's image layer installs (workers/presets/<slug>/package.json).
+for manifest in sorted(Path("workers/presets").glob("*/package.json")):
+    for name in json.loads(manifest.read_text()).get("dependencies", {}):
+        if f"`{name.lower()}`" not in doc:
+            missing.append(f"{manifest}: {name}")
 if missing:
     print("dependencies not named in docs/dependencies.md (as `name`):\n  " + "\n  ".join(missing))
     sys.exit(1)

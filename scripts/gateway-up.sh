@@ -7,10 +7,19 @@
 #  - listens on the box bridge's address when the bridge exists (boxes reach only that), else loopback;
 #    health on 127.0.0.1:${ROSTER_GATEWAY_HEALTH_PORT:-8081}/healthz, Prometheus metrics on the same port at
 #    /metrics (loopback: never reachable from a box).
+#  - the settings the gateway shares with the control plane (docs/settings.md) come from the control
+#    plane's own variables, so one variable sets both sides; the gateway checks them against the control
+#    plane's health answer when it starts and refuses every request while they disagree.
 #  - ROSTER_GATEWAY_PRIVATE_UPSTREAMS: internal upstreams the gateway may dial although they are private or
 #    loopback (comma-separated ranges, addresses, host:port; docs/operations.md). Checked at start: a bad
 #    entry, or one covering the control plane or the gateway itself, stops the gateway.
 set -euo pipefail
+if [ -n "${ROSTER_GATEWAY_HOLD_SECONDS:-}" ]; then
+  echo "gateway-up: ROSTER_GATEWAY_HOLD_SECONDS is no longer read: set ROSTER_APPROVAL_HOLD_SECONDS, the" \
+       "control plane's hold, which the gateway follows (docs/settings.md)" >&2
+  exit 1
+fi
+
 cd "$(dirname "$0")/.."
 umask 077
 mkdir -p var/run var/log var/gateway/ca
@@ -27,7 +36,7 @@ scripts/mint-secrets.sh  # the token and its hash (normally made already by scri
 
 bridge=${ROSTER_BOX_BRIDGE:-roster-br0}
 bridge_addr=$(ip -4 -o addr show dev "$bridge" 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -1 || true)
-listen_host=${ROSTER_GATEWAY_LISTEN_HOST:-${bridge_addr:-${ROSTER_GATEWAY_HOST:-127.0.0.1}}}
+listen_host=${ROSTER_GATEWAY_LISTEN_HOST:-${bridge_addr:-127.0.0.1}}
 listen_port=${ROSTER_GATEWAY_PORT:-8080}
 health_port=${ROSTER_GATEWAY_HEALTH_PORT:-8081}
 # The decision API's own process (scripts/up.sh starts it), not the web server; the web server and the
@@ -43,7 +52,13 @@ nohup setsid gateway/.venv/bin/mitmdump -q -s gateway/roster_gateway/script.py \
   --set roster_control_plane_also="http://127.0.0.1:${ROSTER_WEB_PORT:-8000},http://127.0.0.1:${ROSTER_METRICS_PORT:-8003}" \
   --set roster_service_token_file="$PWD/$token_file" \
   --set roster_decide_timeout_ms="${ROSTER_GATEWAY_DECIDE_TIMEOUT_MS:-2000}" \
-  --set roster_hold_seconds="${ROSTER_GATEWAY_HOLD_SECONDS:-60}" \
+  --set roster_hold_seconds="${ROSTER_APPROVAL_HOLD_SECONDS:-60}" \
+  --set roster_outcome_batch_max="${ROSTER_OUTCOME_BATCH_MAX:-256}" \
+  --set roster_body_preview_bytes="${ROSTER_BODY_PREVIEW_BYTES:-4096}" \
+  --set roster_max_target_bytes="${ROSTER_DECIDE_MAX_PATH_BYTES:-16384}" \
+  --set roster_max_headers="${ROSTER_DECIDE_MAX_HEADERS:-200}" \
+  --set roster_max_header_bytes="${ROSTER_DECIDE_MAX_HEADER_BYTES:-16384}" \
+  --set roster_proposals_host="${ROSTER_PROPOSALS_HOST:-proposals.roster.invalid}" \
   --set roster_health_port="$health_port" \
   --set roster_ca_cert_export="$PWD/var/gateway/mitmproxy-ca-cert.pem" \
   --set roster_private_upstreams="${ROSTER_GATEWAY_PRIVATE_UPSTREAMS:-}" \

@@ -1,7 +1,7 @@
 """Readiness checks for the one-machine stack (scripts/up.sh): each one authenticates where the real caller
 does and checks the answer, not just that a port is open. Standard library only.
 
-    stack_check.py decision-api|gateway|web|canary [--wait SECONDS]
+    stack_check.py decision-api|gateway|web|relay|canary [--wait SECONDS]
 
 Prints one line, `ok: ...` or `FAILED: what is wrong and where to look`, and exits 0 or 1. `canary` sends
 one request through the gateway on the box bridge's address, as a box would, and wants a legible decision
@@ -26,6 +26,7 @@ WEB_PORT = int(os.environ.get("ROSTER_WEB_PORT", "8000"))
 GATEWAY_PORT = int(os.environ.get("ROSTER_GATEWAY_PORT", "8080"))
 HEALTH_PORT = int(os.environ.get("ROSTER_GATEWAY_HEALTH_PORT", "8081"))
 METRICS_PORT = int(os.environ.get("ROSTER_METRICS_PORT", "8003"))
+RELAY_PORT = int(os.environ.get("ROSTER_RELAY_PORT", "8004"))
 BRIDGE = os.environ.get("ROSTER_BOX_BRIDGE", "roster-br0")
 TIMEOUT = 5.0
 
@@ -105,6 +106,10 @@ def check_metrics() -> str:
 def check_gateway() -> str:
     status, _, body = _get("127.0.0.1", HEALTH_PORT, "/healthz")
     doc = _json(body)
+    if doc.get("disagreements"):
+        raise Failed("the gateway's settings disagree with the control plane's, so it refuses every request: "
+                     + "; ".join(map(str, doc["disagreements"]))
+                     + " (docs/settings.md, settings the gateway shares; see var/log/gateway.log)")
     if doc.get("control_plane") is not True:
         raise Failed(
             f"the gateway cannot get answers from the control plane (health {status}: "
@@ -131,6 +136,21 @@ def check_web() -> str:
             "served (collectstatic into var/static, WhiteNoise); see var/log/web.log"
         )
     return f"web and admin on http://127.0.0.1:{WEB_PORT}/ (styles served)"
+
+
+def check_relay() -> str:
+    """The relay answers its health with its database reachable, and says how each chat server's
+    connection stands (a server still connecting is said, not failed: the relay retries with backoff)."""
+    status, _, body = _get("127.0.0.1", RELAY_PORT, "/healthz")
+    doc = _json(body)
+    if status != 200 or doc.get("ok") is not True:
+        raise Failed(f"the relay's health answered {status} {body[:200]!r}; see var/log/relay.log")
+    servers = doc.get("matrix") if isinstance(doc.get("matrix"), dict) else {}
+    down = [f"server {k}: {v.get('error') or 'connecting'}" for k, v in servers.items()
+            if isinstance(v, dict) and not v.get("connected")]
+    said = (f"relay on 127.0.0.1:{RELAY_PORT} (signed webhooks at /hooks/<channel>), "
+            f"{len(servers)} chat server(s)")
+    return said + (f"; not connected yet: {'; '.join(down)[:300]}" if down else "")
 
 
 def bridge_address() -> str:
@@ -166,6 +186,8 @@ def check_canary() -> str:
         if status == 503
         else "the answer is not the control plane's decision"
     )
+    if isinstance(doc.get("message"), str) and doc["message"]:
+        hint += f" (the gateway said: {doc['message'][:200]})"
     raise Failed(
         f"canary through the gateway on {address}:{GATEWAY_PORT} answered {status} ({reason}): {hint}; "
         "see var/log/gateway.log and var/log/decision-api.log"
@@ -176,6 +198,7 @@ CHECKS = {
     "decision-api": check_decision_api,
     "gateway": check_gateway,
     "web": check_web,
+    "relay": check_relay,
     "canary": check_canary,
 }
 # The ports each process listens on, with the setting that moves them: when a check fails because some
@@ -185,6 +208,7 @@ PORTS = {
                              (METRICS_PORT, "ROSTER_METRICS_PORT")],
     "gateway": lambda: [(GATEWAY_PORT, "ROSTER_GATEWAY_PORT"), (HEALTH_PORT, "ROSTER_GATEWAY_HEALTH_PORT")],
     "web": lambda: [(WEB_PORT, "ROSTER_WEB_PORT")],
+    "relay": lambda: [(RELAY_PORT, "ROSTER_RELAY_PORT")],
     "canary": lambda: [],
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts the whole stack on one machine and proves it works: Redis, dockerd, the box network lockdown, the
 # secrets, the static files, the decision API (controlplane.decision_server: /api/gateway/ only), the
-# gateway, daphne (admin, pages, API, websockets), a Celery worker and Celery beat; then a canary request
+# gateway, daphne (admin, pages, API, websockets), the relay (chat channels), a Celery worker and Celery
+# beat; then a canary request
 # through the gateway on the box bridge's address that must come back as the control plane's decision.
 #
 # Every secret exists before the process that needs it starts (scripts/mint-secrets.sh). Each process is
@@ -16,6 +17,7 @@ PY=.venv/bin/python
 WEB_PORT=${ROSTER_WEB_PORT:-8000}
 DECISION_PORT=${ROSTER_DECISION_API_PORT:-8002}
 METRICS_PORT=${ROSTER_METRICS_PORT:-8003}
+RELAY_PORT=${ROSTER_RELAY_PORT:-8004}
 failures=()
 
 running() { [ -f "var/run/$1.pid" ] && kill -0 "$(cat "var/run/$1.pid")" 2>/dev/null; }
@@ -54,6 +56,7 @@ ensure() {
 probe_decision_api() { check decision-api --wait "$1" --pidfile var/run/decision-api.pid; }
 probe_gateway() { check gateway --wait "$1" --pidfile var/run/gateway.pid; }
 probe_web() { check web --wait "$1" --pidfile var/run/web.pid; }
+probe_relay() { check relay --wait "$1" --pidfile var/run/relay.pid; }
 probe_worker() {  # the worker must answer a ping over the broker, not just be alive
   local deadline=$((SECONDS + ${1%.*}))
   while :; do
@@ -87,6 +90,7 @@ ensure decision-api 30 probe_decision_api -- \
 ensure gateway 30 probe_gateway -- \
   env ROSTER_CONTROL_PLANE_URL="${ROSTER_CONTROL_PLANE_URL:-http://127.0.0.1:$DECISION_PORT}" scripts/gateway-up.sh
 ensure web 40 probe_web -- "$PY" -m daphne -b 127.0.0.1 -p "$WEB_PORT" controlplane.asgi:application
+ensure relay 30 probe_relay -- "$PY" -m controlplane.relay --host 127.0.0.1 --port "$RELAY_PORT"
 ensure celery-worker 60 probe_worker -- \
   "$PY" -m celery -A controlplane worker --loglevel INFO --concurrency 2 -n "roster-stack@%h"
 ensure celery-beat 2 probe_beat -- \
@@ -112,6 +116,7 @@ Roster is up, and a request through the gateway got the control plane's decision
   create an admin: .venv/bin/python manage.py createsuperuser
   gateway:         boxes reach it on the bridge address, port ${ROSTER_GATEWAY_PORT:-8080}; health http://127.0.0.1:${ROSTER_GATEWAY_HEALTH_PORT:-8081}/healthz
   decision API:    http://127.0.0.1:$DECISION_PORT/api/gateway/   (the gateway's only; log var/log/decision-api.log)
+  relay:           http://127.0.0.1:$RELAY_PORT/healthz; signed webhooks at /hooks/<channel> (log var/log/relay.log)
   metrics:         control plane http://127.0.0.1:$METRICS_PORT/metrics (Authorization: Bearer \$(cat var/metrics.token));
                    gateway http://127.0.0.1:${ROSTER_GATEWAY_HEALTH_PORT:-8081}/metrics   (docs/operations.md, Metrics)
   logs:            var/log/

@@ -10,22 +10,41 @@ its hash, and each body's prev must be the previous record's hash, from 32 zero 
 Prints OK with the count and the head as SEQ:HASH, or the first broken line and what is wrong;
 exits 1 if broken, 2 if it could not be checked. A file over 4 MB is checked on every CPU (--workers N
 to choose: two worker processes per CPU): the per-line checks run in the workers, the links between lines
-are followed here in file order, so the answer is the same as with --workers 1."""
+are followed here in file order, so the answer is the same as with --workers 1.
+
+The rules themselves are the control plane's own (controlplane/audit/chain.py, standard library only),
+loaded by path: from this checkout, or from a chain.py copied beside this file."""
 
 from __future__ import annotations
 
 import argparse
 import collections
 import contextlib
-import hashlib
+import importlib.util
 import json
 import multiprocessing
 import os
 import sys
+from pathlib import Path
 
-GENESIS_PREV = "0" * 64
-BODY_KEYS = {"data", "kind", "prev", "reason", "run", "seq", "time", "verdict", "worker"}
+_HERE = Path(__file__).resolve().parent
+CHAIN_PATHS = (_HERE / "chain.py", _HERE.parent / "controlplane" / "audit" / "chain.py")
 
+
+def _load_chain():
+    for path in CHAIN_PATHS:
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location("roster_audit_chain", path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module  # a dataclass looks its module up there
+            spec.loader.exec_module(module)
+            return module
+    print("ERROR: the audit record rules (controlplane/audit/chain.py) are neither in this checkout nor "
+          f"beside this file ({_HERE}); copy chain.py next to it", file=sys.stderr)
+    raise SystemExit(2)
+
+
+chain = _load_chain()
 
 Result = tuple[str | None, int, str]
 # (problem or None, seq, hash, the body's prev) from the checks a line needs no neighbour for
@@ -40,39 +59,23 @@ def inspect_line(line: str) -> Inspection:
         seq, body, stored_hash = entry["seq"], entry["body"], entry["hash"]
     except (ValueError, KeyError, TypeError):
         return "not an export line with seq, body and hash", -1, "", None
-    if not isinstance(body, str) or not isinstance(seq, int):
+    if not isinstance(body, str) or not isinstance(seq, int) or isinstance(seq, bool):
         return "body must be a string and seq an integer", -1, "", None
-    try:
-        actual = hashlib.sha256(body.encode("ascii")).hexdigest()
-    except UnicodeEncodeError:
-        return "stored body is not ASCII", seq, "", None
-    if actual != stored_hash:
-        return f"hash mismatch: body hashes to {actual}, line says {stored_hash}", seq, actual, None
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return "body is not valid JSON", seq, actual, None
-    if not isinstance(parsed, dict) or set(parsed) != BODY_KEYS:
-        return "body does not have the audit record fields", seq, actual, None
-    if parsed["seq"] != seq:
-        return f"line seq {seq} disagrees with body seq {parsed['seq']}", seq, actual, None
-    return None, seq, actual, parsed["prev"]
+    problem, digest, parsed = chain.record_problem(seq, body, stored_hash)
+    return problem, seq, digest, None if parsed is None else parsed["prev"]
 
 
 def link_problem(seq: int, body_prev, prev_seq: int | None, prev_hash: str | None,
                  partial: bool) -> str | None:
-    """What is wrong with a sound line as the successor of the previous one, if anything."""
+    """What is wrong with a sound line as the successor of the previous one, if anything. A filtered
+    export (`partial`) may start anywhere and skip records: links are checked where seqs touch."""
     if partial and prev_seq is None:
-        return None  # a filtered export may start anywhere
+        return None
     expected_seq = 1 if prev_seq is None else prev_seq + 1
-    if seq != expected_seq:
-        if not partial or seq < expected_seq:
-            return f"seq gap: expected {expected_seq}, found {seq}"
-        return None  # a filtered export skips records; nothing to link to
-    expected_prev = GENESIS_PREV if prev_hash is None else prev_hash
-    if body_prev != expected_prev:
-        return f"broken link: prev is {body_prev}, previous record hashes to {expected_prev}"
-    return None
+    if partial and seq > expected_seq:
+        return None
+    return chain.link_problem(seq, body_prev, expected_seq, chain.GENESIS_PREV if prev_hash is None
+                              else prev_hash)
 
 
 def check_line(line: str, prev_seq: int | None, prev_hash: str | None, partial: bool) -> Result:
@@ -113,8 +116,7 @@ class Walk:
             problem = link_problem(seq, body_prev, self.prev_seq, self.prev_hash, self.partial)
         if problem is None and self.anchor and seq == self.anchor[0]:
             self.anchor_seen = True
-            if digest != self.anchor[1]:
-                problem = f"anchor mismatch: hash is {digest}, the anchor says {self.anchor[1]}"
+            problem = chain.anchor_problem(seq, digest, self.anchor)
         if problem:
             return f"line {number} (seq {seq}): {problem}"
         self.prev_seq, self.prev_hash, self.count = seq, digest, self.count + 1
@@ -125,7 +127,7 @@ class Walk:
             return False, "no records in the export"
         if self.anchor and not self.anchor_seen:
             return False, f"the export has no record seq {self.anchor[0]} named by the anchor"
-        return True, f"OK: {self.count} records, head {self.prev_seq}:{self.prev_hash}"
+        return True, chain.ok_message(self.count, self.prev_seq, self.prev_hash)
 
 
 def _check_batch(lines: list[str], partial: bool, anchor):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
 import secrets
 
 import pytest
@@ -19,6 +20,13 @@ django_settings.REDIS_URL = UNREACHABLE_REDIS
 django_settings.CELERY_BROKER_URL = UNREACHABLE_REDIS
 django_settings.CHANNEL_LAYERS = copy.deepcopy(django_settings.CHANNEL_LAYERS)
 django_settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"] = UNREACHABLE_REDIS
+
+# A suite rerun on PostgreSQL (tests/integration/test_on_postgresql.py) names the database it must reach,
+# so a DATABASE_URL that did not take cannot pass for a PostgreSQL run on SQLite.
+_EXPECTED_VENDOR = os.environ.get("ROSTER_EXPECT_DB_VENDOR")
+if _EXPECTED_VENDOR and not django_settings.DATABASES["default"]["ENGINE"].endswith(_EXPECTED_VENDOR):
+    raise pytest.UsageError(f"ROSTER_EXPECT_DB_VENDOR={_EXPECTED_VENDOR} but the tests' database engine is "
+                            f"{django_settings.DATABASES['default']['ENGINE']}")
 
 GATEWAY_SERVICE_TOKEN = "gst_test_" + secrets.token_urlsafe(24)
 
@@ -36,6 +44,14 @@ def _gateway_service_token(settings, tmp_path):
 def gateway_auth() -> dict[str, str]:
     """Headers the gateway sends to the control plane."""
     return {"Authorization": f"Bearer {GATEWAY_SERVICE_TOKEN}"}
+
+
+@pytest.fixture
+def worker(db):
+    """The worker most tests need; a test that needs a second or a differently made one makes its own."""
+    from controlplane.fleet.services import worker_create
+
+    return worker_create("alpha")
 
 
 @pytest.fixture(scope="session")

@@ -110,3 +110,8 @@ def approval_cards_for_run(run: Run) -> list[ApprovalCard]:
     sentinels = known_sentinels()
     qs = run.approvals.select_related("run__worker", "decided_by").order_by("created_at")
     return [_card(a, sentinels, now) for a in qs]
+
+
+def approval_card(approval: Approval, now: datetime | None = None) -> ApprovalCard:
+    """One held request as an approver sees it (masked): the approval post in chat quotes this."""
+    return _card(approval, known_sentinels(), now or timezone.now())

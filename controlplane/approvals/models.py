@@ -21,6 +21,7 @@ class Approval(models.Model):
         WEB = "web"
         CLI = "cli"
         API = "api"
+        CHAT = "chat", "chat (a reply or reaction on the approval post)"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approvals")

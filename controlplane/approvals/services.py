@@ -103,7 +103,10 @@ def approval_open(*, run, grant_id: int | None, grant_slug: str, snapshot: dict,
     return approval
 
 
-def approval_decide(approval_id, user, approve: bool, channel: str, comment: str = "") -> Approval:
+def approval_decide(approval_id, user, approve: bool, channel: str, comment: str = "",
+                    evidence: dict | None = None) -> Approval:
+    """Decide a held request. `evidence`: where a decision from chat came from (the post's id and the
+    approver's chat id), recorded with it."""
     if user is None or not user.is_active or not user.has_perm(DECIDE_PERMISSION):
         raise PermissionDenied("you may not decide approvals")
     if channel not in Approval.Channel.values:
@@ -132,7 +135,7 @@ def approval_decide(approval_id, user, approve: bool, channel: str, comment: str
             {"approval": str(approval.pk), "event": "decided", "status": approval.status,
              "by": user.get_username(), "at": now.isoformat(), "channel": channel,
              "grant": approval.grant_slug, "url": url_for_record(approval.request.get("url", "")),
-             "comment": comment},
+             "comment": comment, **({"evidence": evidence} if evidence else {})},
             run=approval.run, verdict=approval.status,
         )
         status = approval.status

@@ -1,5 +1,8 @@
-"""The pure parts of the append-only, hash-chained audit record: canonical bytes, hashing, time format.
-No Django here, so the standalone verifier and the bench can share the exact same rules."""
+"""The pure parts of the append-only, hash-chained audit record: canonical bytes, hashing, time format,
+and the rules a stored record must meet, with their messages (re-hash the stored bytes, follow the prev
+link, seq contiguity, the indexed columns agree with the body, an anchor from an earlier verify).
+Standard library only: the database verifier (controlplane.audit.verify), the standalone export verifier
+for auditors (scripts/verify_audit_export.py, which loads this file by its path) and the bench share it."""
 
 from __future__ import annotations
 
@@ -7,9 +10,11 @@ import datetime as dt
 import enum
 import hashlib
 import json
+from dataclasses import dataclass
 
 GENESIS_PREV = "0" * 64  # 32 zero bytes, hex
 BODY_KEYS = ("data", "kind", "prev", "reason", "run", "seq", "time", "verdict", "worker")
+_BODY_KEY_SET = frozenset(BODY_KEYS)
 
 
 def _json_default(value):
@@ -62,6 +67,48 @@ def build_body(*, seq: int, time: dt.datetime, prev: str, kind: str, run: int | 
     })
 
 
+def record_problem(seq: int, body, stored_hash: str) -> tuple[str | None, str, dict | None]:
+    """The rules one stored record meets on its own: text of ASCII bytes that hash (SHA-256) to its stored
+    hash, a JSON body with exactly the record's fields, whose seq is the record's. Returns (what is wrong
+    or None, the bytes' digest or "", the parsed body when sound)."""
+    if type(body) is not str:
+        return "stored body is not text", "", None
+    try:
+        raw = body.encode("ascii")
+    except UnicodeEncodeError:
+        return "stored body is not ASCII (not written by audit_append)", "", None
+    actual = hashlib.sha256(raw).hexdigest()
+    if actual != stored_hash:
+        return f"hash mismatch: stored body hashes to {actual}, record says {stored_hash}", actual, None
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return "stored body is not valid JSON", actual, None
+    if not isinstance(parsed, dict) or parsed.keys() != _BODY_KEY_SET:
+        return "stored body does not have the audit record fields", actual, None
+    if parsed["seq"] != seq:
+        return f"seq {seq} disagrees with the body's seq {parsed['seq']}", actual, None
+    return None, actual, parsed
+
+
+def link_problem(seq: int, body_prev, expected_seq: int, expected_prev: str) -> str | None:
+    """The rule between neighbours: a record is the next seq and its body's prev is the hash of the record
+    before it (GENESIS_PREV before seq 1)."""
+    if seq != expected_seq:
+        return f"seq gap: expected seq {expected_seq}, found {seq} (a record was removed or added)"
+    if body_prev != expected_prev:
+        return f"broken link: body prev is {body_prev}, previous record hashes to {expected_prev}"
+    return None
+
+
+def anchor_problem(seq: int, digest: str, anchor: tuple[int, str] | None) -> str | None:
+    """An anchor is a (seq, hash) noted from an earlier verification: the record at that seq must still
+    hash to it."""
+    if anchor and seq == anchor[0] and digest != anchor[1]:
+        return f"anchor mismatch: hash is {digest}, the anchor says {anchor[1]}"
+    return None
+
+
 class ChainChecker:
     """Walks records in seq order and names the first thing wrong. Feed it every record from seq 1
     (or, with start_prev/start_seq, from a known point). Hashes the stored bytes; never re-serialises."""
@@ -74,25 +121,11 @@ class ChainChecker:
     def check(self, seq: int, body: str, stored_hash: str, columns: dict | None = None) -> str | None:
         """Return None if the record is a sound next link, else what is wrong. `columns` are the
         indexed copies (prev, time, kind, run, worker, verdict, reason) to compare with the body."""
-        try:
-            raw = body.encode("ascii")
-        except UnicodeEncodeError:
-            return "stored body is not ASCII (not written by audit_append)"
-        actual = hashlib.sha256(raw).hexdigest()
-        if actual != stored_hash:
-            return f"hash mismatch: stored body hashes to {actual}, record says {stored_hash}"
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            return "stored body is not valid JSON"
-        if not isinstance(parsed, dict) or set(parsed) != set(BODY_KEYS):
-            return "stored body does not have the audit record fields"
-        if parsed["seq"] != seq:
-            return f"seq {seq} disagrees with the body's seq {parsed['seq']}"
-        if seq != self.expected_seq:
-            return f"seq gap: expected seq {self.expected_seq}, found {seq} (a record was removed or added)"
-        if parsed["prev"] != self.prev:
-            return f"broken link: body prev is {parsed['prev']}, previous record hashes to {self.prev}"
+        problem, actual, parsed = record_problem(seq, body, stored_hash)
+        if problem is None:
+            problem = link_problem(seq, parsed["prev"], self.expected_seq, self.prev)
+        if problem is not None:
+            return problem
         for name, value in (columns or {}).items():
             if parsed[name] != value:
                 return f"column {name!r} is {value!r} but the body says {parsed[name]!r}"
@@ -100,6 +133,59 @@ class ChainChecker:
         self.expected_seq += 1
         self.checked += 1
         return None
+
+
+FIELDS = ("id", "seq", "body", "hash", "prev_hash", "created_at", "kind", "run_id_ref", "worker_name",
+          "verdict", "reason")
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    ok: bool
+    checked: int
+    message: str
+    broken_seq: int | None = None
+    head: str = GENESIS_PREV
+
+
+def row_problem(checker: ChainChecker, row: tuple, anchor: tuple[int, str] | None) -> str | None:
+    """The full message for a stored record (a tuple in FIELDS order, as the ORM reads it) that is not the
+    sound next link after `checker`'s state, else None. Some rules judge the record after the checker has
+    moved past it, so on a problem the checker may already count it."""
+    rec_id, seq, body, stored_hash, prev_col, created_at, kind, run, worker, verdict, reason = row
+    columns = {"prev": prev_col, "time": format_time(created_at), "kind": kind, "run": run,
+               "worker": worker, "verdict": verdict, "reason": reason}
+    problem = checker.check(seq, body, stored_hash, columns)
+    if problem is None and created_at != truncate_ms(created_at):
+        problem = "column 'time' has sub-millisecond digits the body does not"
+    if problem is None:
+        problem = anchor_problem(seq, stored_hash, anchor)
+    return f"record seq {seq} (id {rec_id}): {problem}" if problem else None
+
+
+def ok_message(count: int, head_seq: int | None, head: str) -> str:
+    return f"OK: {count} records, head {head_seq}:{head}"
+
+
+def finish(checked: int, head: str, anchor: tuple[int, str] | None) -> VerifyResult:
+    """The result for a stored chain whose every record passed."""
+    if anchor and checked < anchor[0]:
+        return VerifyResult(False, checked, f"chain ends at seq {checked} but the anchor names seq "
+                            f"{anchor[0]}: records were removed from the end", head=head)
+    return VerifyResult(True, checked, ok_message(checked, checked, head), head=head)
+
+
+def verify_rows(rows, anchor: tuple[int, str] | None = None) -> VerifyResult:
+    """The plain sequential walk over stored records: `rows` are tuples in FIELDS order, sorted by seq.
+    The chain alone cannot show that its newest records were cut off, but a chain that no longer holds
+    the anchor's record with the anchor's hash is broken. The faster walks (verify_scan, verify_parallel)
+    defer to `row_problem` for every record they are not sure about, so all of them say the same."""
+    checker = ChainChecker()
+    for row in rows:
+        problem = row_problem(checker, row, anchor)
+        if problem:
+            return VerifyResult(False, checker.checked, problem, broken_seq=row[1], head=checker.prev)
+    return finish(checker.checked, checker.prev, anchor)
 
 
 def generate_chain(count: int, start: dt.datetime, *, start_seq: int = 1, prev: str = GENESIS_PREV,

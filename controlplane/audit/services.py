@@ -16,6 +16,11 @@ from controlplane.core.db import TransactionMemo, current_connection, in_transac
 KINDS = frozenset({
     "decision", "tripwire", "approval", "spend", "credential_use", "grant_change", "run_state", "trace",
     "secret_change", "connection", "proposal", "login_lockout", "cap_change", "dry_run",
+    # Conversations (controlplane.conversations): what a run's input carried, messages stored or refused,
+    # replies delivered, approval posts and what was done (or ignored) on them, channel configuration.
+    "run_input", "message", "delivery", "chat_approval", "channel_change",
+    # Presets and workers' agent settings (controlplane.agents): created, changed, deleted.
+    "agent_change",
 })
 # Column widths of the indexed copies (AuditRecord); checked here so SQLite and PostgreSQL agree.
 _MAX_WORKER, _MAX_VERDICT, _MAX_REASON = 64, 16, 32

@@ -1,14 +1,15 @@
 """Verify the stored audit chain: re-hash stored bytes, follow prev links, check seq contiguity and
 that the indexed columns agree with the body. Streams records; memory stays constant.
 
-The rules and their messages are in verify_rules. `verify_database` runs them over the whole chain in
-one pass (verify_scan's fast loop) or, for a long chain on a machine with several CPUs, over seq ranges
-in worker processes (verify_parallel); either way the result is the one `verify_rows` gives."""
+The rules and their messages are in controlplane.audit.chain (shared with the standalone export
+verifier). `verify_database` runs them over the whole chain in one pass (verify_scan's fast loop) or, for
+a long chain on a machine with several CPUs, over seq ranges in worker processes (verify_parallel);
+either way the result is the one `verify_rows` gives."""
 
 from __future__ import annotations
 
 from controlplane.audit import chain, verify_parallel
-from controlplane.audit.verify_rules import FIELDS, VerifyResult, finish, row_problem, verify_rows
+from controlplane.audit.chain import FIELDS, VerifyResult, finish, row_problem, verify_rows
 from controlplane.audit.verify_scan import scan_range
 
 __all__ = ["FIELDS", "VerifyResult", "row_problem", "verify_database", "verify_rows", "verify_sequential"]

@@ -26,8 +26,8 @@ from django.conf import settings
 from django.db import connection
 
 from controlplane.audit import chain, verify_worker
+from controlplane.audit.chain import VerifyResult, finish
 from controlplane.audit.models import AuditRecord
-from controlplane.audit.verify_rules import VerifyResult, finish
 from controlplane.audit.verify_scan import scan_range
 
 # More ranges than workers, so one slow worker (a busy core) does not hold up the end.

@@ -2,7 +2,7 @@
 
 Speed without a second set of rules: each row first goes through a fast check (raw columns, no ORM
 objects or datetime conversion, one dict comparison). That check only ever says "this row is a sound
-next link" when `verify_rules.row_problem` (the rules and their messages) would say so too; any row
+next link" when `chain.row_problem` (the rules and their messages) would say so too; any row
 it is not sure about is fetched again through the ORM and judged by `row_problem` itself. So the first
 bad seq, the message and the count are the ones the plain sequential walk gives."""
 
@@ -17,8 +17,8 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from controlplane.audit import chain
+from controlplane.audit.chain import FIELDS, VerifyResult, row_problem
 from controlplane.audit.models import AuditRecord
-from controlplane.audit.verify_rules import FIELDS, VerifyResult, row_problem
 
 _BODY_KEYS = frozenset(chain.BODY_KEYS)
 _ZERO = dt.timedelta(0)

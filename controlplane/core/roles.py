@@ -4,13 +4,14 @@ Auditors: read and export, change nothing."""
 
 from django.contrib.auth.models import Group, Permission
 
-ROSTER_APPS = ["fleet", "vault", "policy", "ledger", "audit", "approvals", "proposals"]
+ROSTER_APPS = ["fleet", "vault", "policy", "ledger", "audit", "approvals", "proposals", "conversations",
+               "agents"]
 ADMINS, APPROVERS, AUDITORS = "Admins", "Approvers", "Auditors"
 
 APPROVER_PERMS = [
     ("approvals", "decide_approval"), ("approvals", "view_approval"), ("fleet", "view_run"),
     ("fleet", "view_worker"), ("policy", "view_grant"), ("proposals", "view_proposal"),
-    ("proposals", "view_destination"),
+    ("proposals", "view_destination"), ("conversations", "view_channel"),
 ]
 
 

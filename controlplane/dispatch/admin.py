@@ -17,7 +17,7 @@ from django.urls import path, reverse
 
 from controlplane.core.errors import RosterError
 from controlplane.dispatch.cancelling import run_cancel
-from controlplane.dispatch.starting import run_start
+from controlplane.dispatch.starting import run_start, run_start_agent
 from controlplane.fleet.admin import RunAdmin
 from controlplane.fleet.models import Run, Worker
 
@@ -43,7 +43,7 @@ def start_again(modeladmin, request, queryset):
     for run in queryset.select_related("worker"):
         try:
             new = run_start(run.worker, run.command, proactive=False, timeout=run.timeout_seconds,
-                            filed_by=request.user)
+                            filed_by=request.user, task=run.task)
         except RosterError as exc:
             modeladmin.message_user(request, f"run {run.pk}: {exc}", messages.ERROR)
             continue
@@ -52,17 +52,26 @@ def start_again(modeladmin, request, queryset):
 
 class RunStartForm(forms.Form):
     worker = forms.ModelChoiceField(queryset=Worker.objects.filter(active=True))
-    command = forms.CharField(help_text="split like a shell would, e.g. python3 -m agent --task 'tidy up'")
+    task = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
+                           help_text="a task for the worker's agent (its preset, Agents → Worker agents)")
+    command = forms.CharField(required=False,
+                              help_text="or a command, split like a shell would, e.g. python3 -m agent "
+                                        "--task 'tidy up'")
     timeout = forms.IntegerField(min_value=1, required=False, help_text="seconds; empty: the default")
 
     def clean_command(self):
         try:
-            parts = shlex.split(self.cleaned_data["command"])
+            return shlex.split(self.cleaned_data.get("command") or "")
         except ValueError as exc:
             raise forms.ValidationError(f"cannot split the command: {exc}") from exc
-        if not parts:
-            raise forms.ValidationError("give a command")
-        return parts
+
+    def clean(self):
+        cleaned = super().clean()
+        task, command = (cleaned.get("task") or "").strip(), cleaned.get("command")
+        if "command" in cleaned and bool(task) == bool(command):
+            raise forms.ValidationError("give either a task for the worker's agent or a command")
+        cleaned["task"] = task
+        return cleaned
 
 
 def start_view(modeladmin, request):
@@ -72,8 +81,12 @@ def start_view(modeladmin, request):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            run = run_start(data["worker"], data["command"], proactive=False, timeout=data["timeout"],
-                            filed_by=request.user)
+            if data["task"]:
+                run = run_start_agent(data["worker"], data["task"], proactive=False, timeout=data["timeout"],
+                                      filed_by=request.user)
+            else:
+                run = run_start(data["worker"], data["command"], proactive=False, timeout=data["timeout"],
+                                filed_by=request.user)
         except RosterError as exc:
             form.add_error(None, str(exc))
         else:

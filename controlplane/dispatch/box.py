@@ -16,6 +16,7 @@ from django.conf import settings
 from django.utils import timezone
 from docker.types import LogConfig, Mount, Ulimit
 
+from controlplane.dispatch.agentbox import BoxPlan
 from controlplane.dispatch.engine import box_labels, box_name
 from controlplane.dispatch.preflight import BoxNetwork
 from controlplane.dispatch.rundirs import RunDirs
@@ -50,12 +51,22 @@ def agent_environment() -> dict[str, str]:
         "ROSTER_AGENT_MAX_TURNS": str(settings.ROSTER_AGENT_MAX_TURNS),
         "ROSTER_AGENT_MAX_TOKENS": str(settings.ROSTER_AGENT_MAX_TOKENS),
         "ROSTER_AGENT_MCP_SERVERS": settings.ROSTER_AGENT_MCP_SERVERS,
+        # The name the gateway answers itself for proposals (its roster_proposals_host, the same name).
+        "ROSTER_AGENT_PROPOSALS_URL": f"http://{settings.ROSTER_PROPOSALS_HOST}/v1/proposals",
     }
 
 
-def box_environment(run: Run, network: BoxNetwork, token: str, sentinels: dict[str, str]) -> dict[str, str]:
+def box_environment(run: Run, network: BoxNetwork, token: str, sentinels: dict[str, str],
+                    plan: BoxPlan | None = None) -> dict[str, str]:
+    """The box's variables. The preset's and the worker's own come first and everything Roster sets goes
+    on top of them (validation refuses those names already; this order keeps it so whatever was stored):
+    the sentinels, the model key's sentinel under the preset's key variable, the proxy, the CA, HOME and
+    ROSTER_*."""
     proxy = proxy_url(network, token)
-    env = dict(sentinels)
+    env = dict(plan.env) if plan is not None else {}
+    env.update(sentinels)
+    if plan is not None and plan.key_variable:
+        env[plan.key_variable] = plan.key_sentinel
     env.update({
         "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "ALL_PROXY": proxy,
         "http_proxy": proxy, "https_proxy": proxy, "all_proxy": proxy,
@@ -67,6 +78,10 @@ def box_environment(run: Run, network: BoxNetwork, token: str, sentinels: dict[s
         "ROSTER_WORKER": run.worker.name,
     })
     env.update(agent_environment())
+    if plan is not None and plan.preset:
+        # The reference agent reads these; any agent may: the model and base URL the run was started with.
+        env.update({"ROSTER_AGENT_BASE_URL": plan.base_url, "ROSTER_AGENT_MODEL": plan.model,
+                    "ROSTER_AGENT_KEY_VARIABLE": plan.key_variable, "ROSTER_PRESET": plan.preset})
     env.update({name: BOX_CA_BUNDLE for name in CA_VARIABLES})
     return env
 
@@ -83,19 +98,21 @@ def box_mounts(dirs: RunDirs) -> list[Mount]:
 
 
 def box_create_kwargs(run: Run, *, image_id: str, network: BoxNetwork, token: str, dirs: RunDirs,
-                      sentinels: dict[str, str]) -> dict:
+                      sentinels: dict[str, str], plan: BoxPlan | None = None) -> dict:
+    """Everything the box gets. `plan`: what its preset (or the worker's admin settings) adds: the command
+    (a preset run's, with the prompt filled in) and variables; never a mount, a capability or a limit."""
     uid = settings.ROSTER_BOX_UID
     # Docker keeps at most this much log on disk per box, so a chatty box cannot fill the host.
     log_kib = max(64, 2 * settings.ROSTER_RUN_MAX_OUTPUT_BYTES // 1024)
     return {
         "image": image_id,
-        "command": list(run.command),
+        "command": list(plan.command) if plan is not None else list(run.command),
         "name": box_name(run.pk),
         "hostname": f"run-{run.pk}",
         "labels": box_labels(run.pk),
         "user": f"{uid}:{uid}",
         "working_dir": "/workspace",
-        "environment": box_environment(run, network, token, sentinels),
+        "environment": box_environment(run, network, token, sentinels, plan),
         "network": network.name,
         "dns": ["127.0.0.1"],
         "dns_search": [],

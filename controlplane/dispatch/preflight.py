@@ -11,6 +11,7 @@ import docker
 import httpx
 from django.conf import settings
 
+from controlplane.core.errors import RosterError
 from controlplane.dispatch.firewall import firewall_problem
 
 ICC_OPTION = "com.docker.network.bridge.enable_icc"
@@ -24,7 +25,7 @@ class BoxNetwork:
     gateway_ip: str  # the host's address on the bridge, where the gateway listens
 
 
-class PreflightRefused(Exception):
+class PreflightRefused(RosterError):
     """Carries why the box must not start; the message is recorded on the run."""
 
 
@@ -52,6 +53,16 @@ def network_check(client: docker.DockerClient, name: str) -> BoxNetwork:
     return BoxNetwork(name=name, bridge=bridge, gateway_ip=gateway_ip)
 
 
+def _disagreements(answer: httpx.Response) -> str:
+    """The settings the gateway says it and the control plane disagree on (docs/settings.md), if any."""
+    try:
+        found = answer.json().get("disagreements")
+    except (ValueError, AttributeError):
+        return ""
+    return (": its settings disagree with the control plane's: " + "; ".join(map(str, found))) if (
+        isinstance(found, list) and found) else ""
+
+
 def gateway_check(network: BoxNetwork) -> None:
     url = settings.ROSTER_GATEWAY_HEALTH_URL
     timeout = settings.ROSTER_PREFLIGHT_TIMEOUT_SECONDS
@@ -60,7 +71,8 @@ def gateway_check(network: BoxNetwork) -> None:
     except httpx.HTTPError as exc:
         raise PreflightRefused(f"gateway health check {url} failed: {exc.__class__.__name__}") from exc
     if answer.status_code != 200:
-        raise PreflightRefused(f"gateway health check {url} answered {answer.status_code}")
+        raise PreflightRefused(f"gateway health check {url} answered {answer.status_code}"
+                               + _disagreements(answer))
     port = settings.ROSTER_GATEWAY_PORT
     try:
         with socket.create_connection((network.gateway_ip, port), timeout=timeout):

@@ -18,10 +18,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane.audit.services import audit_append
-from controlplane.dispatch import box, preflight
+from controlplane.core.errors import RosterError
+from controlplane.dispatch import agentbox, box, preflight
+from controlplane.dispatch.answers import run_answer
 from controlplane.dispatch.budget import budget_refusal
 from controlplane.dispatch.engine import docker_client
 from controlplane.dispatch.rundirs import run_dirs_create, run_dirs_remove
+from controlplane.dispatch.runinput import conversation_of, run_input_assemble
 from controlplane.dispatch.sentinels import sentinel_environment
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import RunStateError, run_set_status
@@ -86,6 +89,7 @@ def outcome_fields(outcome: box.BoxOutcome) -> tuple[str, str, dict]:
 
 def run_finish(run_id: int, outcome: box.BoxOutcome) -> Run | None:
     status, reason, fields = outcome_fields(outcome)
+    fields["answer"] = run_answer(Run.objects.get(pk=run_id), outcome.output)
     ended = run_end(run_id, status, reason, **fields)
     if ended is None:
         # Cancelled meanwhile: keep what the box printed; the status and its audit record stand.
@@ -125,9 +129,17 @@ def run_dispatch(run_id: int) -> None:
             run_end(run_id, Run.Status.REFUSED, ground)
             return
         client, network, image_id = ground
-        dirs = run_dirs_create(run)
+        run_input = run_input_assemble(run, conversation_of(run))
+        try:
+            plan = agentbox.box_plan(run, run_input.prompt)
+            if plan.image != settings.ROSTER_BOX_IMAGE:
+                image_id = agentbox.plan_image_id(client, plan)
+        except RosterError as exc:  # a preset's image missing, no model key granted: say what to do
+            run_end(run_id, Run.Status.REFUSED, str(exc))
+            return
+        dirs = run_dirs_create(run, run_input, plan)
         kwargs = box.box_create_kwargs(run, image_id=image_id, network=network, token=token, dirs=dirs,
-                                       sentinels=sentinel_environment(run.worker))
+                                       sentinels=sentinel_environment(run.worker), plan=plan)
         container = client.containers.create(**kwargs)
         collector = box.box_output_collector(container)  # before start: no output can be missed
         container.start()

@@ -14,6 +14,7 @@ from controlplane.vault.models import Secret
 WELL_KNOWN_VARIABLES = {
     Secret.Kind.OPENAI: "OPENAI_API_KEY",
     Secret.Kind.ANTHROPIC: "ANTHROPIC_API_KEY",
+    Secret.Kind.GEMINI: "GEMINI_API_KEY",
     Secret.Kind.GITHUB: "GITHUB_TOKEN",
     Secret.Kind.SLACK: "SLACK_BOT_TOKEN",
     Secret.Kind.AWS: "AWS_ACCESS_KEY_ID",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from controlplane.dispatch.agentbox import agent_run_create
 from controlplane.dispatch.budget import budget_refusal
 from controlplane.dispatch.tasks import dispatch_run
 from controlplane.fleet.models import Run, Worker
@@ -13,14 +14,27 @@ from controlplane.fleet.services import run_create, run_set_status
 
 
 def run_start(worker: Worker, command, *, proactive: bool = False, timeout: int | None = None,
-              filed_by=None) -> Run:
+              filed_by=None, task: str = "") -> Run:
     """Record a run and queue its dispatch. Budgets gate proactive runs only: a proactive run over a cap
     is recorded as refused; a run a human filed always goes ahead."""
     origin = Run.Origin.PROACTIVE if proactive else Run.Origin.HUMAN
     # The token minted here is dropped: the box gets a fresh one when its dispatch claims the run, so no
     # usable credential ever passes through the broker.
     run, _ = run_create(worker, origin=origin, filed_by=filed_by, command=list(command),
-                        timeout_seconds=timeout)
+                        timeout_seconds=timeout, task=task)
+    return _queue(run, worker, proactive)
+
+
+def run_start_agent(worker: Worker, task: str, *, proactive: bool = False, timeout: int | None = None,
+                    filed_by=None) -> Run:
+    """Record a run of the worker's agent (its preset and model, docs/presets.md) on `task` and queue its
+    dispatch, as run_start does for a command."""
+    origin = Run.Origin.PROACTIVE if proactive else Run.Origin.HUMAN
+    run = agent_run_create(worker, task, origin=origin, filed_by=filed_by, timeout=timeout)
+    return _queue(run, worker, proactive)
+
+
+def _queue(run: Run, worker: Worker, proactive: bool) -> Run:
     if proactive:
         refusal = budget_refusal(worker)
         if refusal:

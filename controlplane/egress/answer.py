@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.conf import settings
-
+from controlplane.egress.limits import approval_hold_seconds
 from controlplane.policy.engine import Decision
 
 
@@ -27,7 +26,7 @@ class Answer:
         """How long the gateway holds a request whose approval is pending."""
         if self.approval_id is None:
             return 0
-        return min(settings.ROSTER_APPROVAL_HOLD_SECONDS, settings.ROSTER_APPROVAL_TTL_SECONDS)
+        return approval_hold_seconds()
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -15,6 +14,7 @@ from controlplane.approvals.services import approval_abandon, approval_consume
 from controlplane.egress.allow import allow
 from controlplane.egress.answer import Answer, Concluded
 from controlplane.egress.decide import policy_error_answer, run_state
+from controlplane.egress.limits import approval_hold_seconds
 from controlplane.egress.policy_cache import grant_rules_for_worker
 from controlplane.egress.records import audit_decision
 from controlplane.egress.request import new_decision_id, request_facts
@@ -90,7 +90,7 @@ def _approval_conclude(approval_id, decision_id: str) -> Concluded:
 def _no_longer_held(approval: Approval) -> bool:
     """The gateway said it stopped holding the request, or its hold (which starts after the decision
     that opened the approval, docs/wire.md) is over by the control plane's clock."""
-    hold = min(settings.ROSTER_APPROVAL_HOLD_SECONDS, settings.ROSTER_APPROVAL_TTL_SECONDS)
+    hold = approval_hold_seconds()
     return (approval.abandoned_at is not None
             or timezone.now() >= approval.created_at + timedelta(seconds=hold))
 

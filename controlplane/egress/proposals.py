@@ -15,7 +15,7 @@ from pydantic import Field, StrictStr, field_validator
 from controlplane.egress.db_thread import in_pool
 from controlplane.egress.routes import GatewayAuth
 from controlplane.egress.schemas import MAX_TOKEN, Strict, strict_base64
-from controlplane.proposals.submit import proposal_status_for_box, proposal_submit
+from controlplane.proposals.services import proposal_status_for_box, proposal_submit
 
 router = Router(tags=["proposals"], auth=GatewayAuth())
 

@@ -23,11 +23,13 @@ from controlplane.egress.approval_wait import wait_for_approval
 from controlplane.egress.db_thread import in_group, in_pool
 from controlplane.egress.decide import decide as decide_request
 from controlplane.egress.decide import decide_grouped
+from controlplane.egress.limits import gateway_limits
 from controlplane.egress.request import EgressRequest
 from controlplane.egress.schemas import (
     DecideIn,
     DecideOut,
     ErrorOut,
+    HealthOut,
     OkOut,
     OutcomeIn,
     OutcomesIn,
@@ -148,7 +150,8 @@ def _trace(body: TraceIn) -> Status:
     return Status(200, {"ok": True})
 
 
-@router.get("/health", response={200: OkOut, 503: OkOut}, summary="Control plane and database answer")
+@router.get("/health", response={200: HealthOut, 503: HealthOut},
+            summary="Control plane and database answer; the limits the gateway must keep within")
 async def health(request):
     return await in_pool(request, _health)
 
@@ -160,7 +163,7 @@ def _health() -> Status:
             cursor.fetchone()
     except Exception:  # noqa: BLE001 - any database trouble is "not healthy"
         return Status(503, {"ok": False})
-    return Status(200, {"ok": True})
+    return Status(200, {"ok": True, "limits": gateway_limits()})
 
 
 __all__ = ["router", "HttpError"]

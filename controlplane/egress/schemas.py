@@ -186,5 +186,23 @@ class OkOut(Strict):
     ok: bool
 
 
+class LimitsOut(Strict):
+    """The control plane's side of the settings the gateway shares (controlplane.egress.limits)."""
+
+    outcome_batch_max: int
+    approval_wait_max_seconds: int
+    approval_hold_seconds: int
+    body_preview_bytes: int
+    decide_max_path_bytes: int
+    decide_max_headers: int
+    decide_max_header_bytes: int
+    proposals_host: str
+
+
+class HealthOut(Strict):
+    ok: bool
+    limits: LimitsOut | None = None
+
+
 class ErrorOut(Strict):
     detail: str

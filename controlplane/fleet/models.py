@@ -44,6 +44,17 @@ class Run(models.Model):
     origin = models.CharField(max_length=16, choices=Origin.choices, default=Origin.HUMAN)
     filed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     command = models.JSONField(default=list, blank=True)
+    # What the run was asked to do, in words (the reference agent's task, a channel's framing); written
+    # into /config/input.json with the rest of the run's input (docs/architecture.md, the run's input).
+    task = models.TextField(blank=True, default="")
+    # Facts fixed once, when dispatch assembles the run's input (controlplane.dispatch.runinput), and never
+    # changed after: whether the input carried conversation content (later stores mount read-only for such
+    # a run), who was in the room ([{"id", "name", "role"}]: the speakers of the turns it was given and the
+    # room's members where the adapter knows them), and the SHA-256 of the input.json the box was given.
+    input_assembled = models.BooleanField(default=False)
+    carries_conversation = models.BooleanField(default=False)
+    participants = models.JSONField(default=list, blank=True)
+    input_sha256 = models.CharField(max_length=64, blank=True, default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     status_reason = models.TextField(blank=True)
     # Only the SHA-256 of the single-use proxy token is kept; cleared when the run ends (revocation).
@@ -60,6 +71,9 @@ class Run(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     output = models.TextField(blank=True)
     output_truncated = models.BooleanField(default=False)
+    # The agent's final answer, taken on the trusted side from the output by the run's answer rule
+    # (controlplane.dispatch.answers); "" when the rule found none. Content from the box: untrusted.
+    answer = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)

@@ -31,6 +31,17 @@ def run_get(run_id: int) -> Run:
     return Run.objects.select_related("worker").get(pk=run_id)
 
 
+def run_carried_conversation(run_id: int) -> bool:
+    """Whether the run's input carried conversation content (fixed at assembly; False before it)."""
+    return bool(Run.objects.filter(pk=run_id).values_list("carries_conversation", flat=True).first())
+
+
+def run_participants(run_id: int) -> list[dict]:
+    """Who was in the room for this run ([{"id", "name", "role"}], fixed at assembly; [] before it or for a
+    run that carried no conversation). Every durable write the run makes names these (P4)."""
+    return list(Run.objects.filter(pk=run_id).values_list("participants", flat=True).first() or [])
+
+
 def live_run_for_token(raw: str, *, with_policy_version: bool = False) -> Run | None:
     """The live run (of an active worker) this raw token belongs to, or None. With with_policy_version,
     the run carries `policy_version`, read in the same statement (the decision path's one round trip

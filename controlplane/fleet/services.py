@@ -23,7 +23,7 @@ TERMINAL_STATUSES = frozenset(s for s in Run.Status.values if s not in Run.LIVE_
 # they change only through their own rules (revocation, never-lowering taint).
 RUN_STATUS_FIELDS = frozenset(
     {"started_at", "ended_at", "deadline", "exit_code", "output", "output_truncated", "image_id",
-     "container_id"}
+     "container_id", "answer"}
 )
 
 
@@ -43,7 +43,7 @@ def worker_create(name: str, description: str = "", identity: str = "") -> Worke
 
 def run_create(
     worker: Worker, *, origin: str = Run.Origin.HUMAN, filed_by=None, command: Sequence[str] = (),
-    timeout_seconds: int | None = None,
+    timeout_seconds: int | None = None, task: str = "",
 ) -> tuple[Run, str]:
     """Create a queued run and return it with its raw token (the only time the raw value exists)."""
     if not worker.active:
@@ -57,7 +57,7 @@ def run_create(
     with transaction.atomic():
         run = Run.objects.create(
             worker=worker, origin=origin, filed_by=filed_by, command=list(command), token_hash=hashed,
-            timeout_seconds=timeout,
+            timeout_seconds=timeout, task=str(task),
         )
         audit_append(
             "run_state",
@@ -122,3 +122,28 @@ def run_raise_taint(run_id: int, result_class: int, untrusted: bool) -> Run:
     if not updated:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     return Run.objects.select_related("worker").get(pk=run_id)
+
+
+def run_fix_input(run_id: int, *, carries_conversation: bool, participants: list[dict],
+                  input_sha256: str) -> Run:
+    """Record what the run's input carried, once, when dispatch assembles it (before the box starts):
+    whether it holds conversation content and who was in the room. Audited as `run_input`; a second call
+    for the same run is refused, so no later step can launder a run into a clean one."""
+    clean = [{"id": str(p.get("id", ""))[:255], "name": str(p.get("name", ""))[:255],
+              "role": str(p.get("role", ""))[:32]} for p in participants]
+    with transaction.atomic():
+        run = Run.objects.select_for_update().select_related("worker").get(pk=run_id)
+        if run.input_assembled:
+            raise RunStateError(f"run {run_id}'s input was already assembled")
+        run.input_assembled = True
+        run.carries_conversation = bool(carries_conversation)
+        run.participants = clean
+        run.input_sha256 = input_sha256
+        run.save(update_fields=["input_assembled", "carries_conversation", "participants", "input_sha256"])
+        audit_append(
+            "run_input",
+            {"run": run.pk, "worker": run.worker.name, "carries_conversation": run.carries_conversation,
+             "participants": clean, "input_sha256": input_sha256},
+            run=run, worker=run.worker,
+        )
+    return run

@@ -44,8 +44,8 @@ class CapAdmin(admin.ModelAdmin):
         caps.cap_delete(obj, request.user)
 
     def delete_queryset(self, request, queryset):
-        for cap in queryset:
-            caps.cap_delete(cap, request.user)
+        caps.CAP_EDITS.delete_all(queryset.select_related("worker"), by=request.user.get_username(),
+                                  via="admin")
 
 
 @admin.register(ModelPrice)
@@ -62,8 +62,7 @@ class ModelPriceAdmin(admin.ModelAdmin):
         caps.price_delete(obj, request.user)
 
     def delete_queryset(self, request, queryset):
-        for price in queryset:
-            caps.price_delete(price, request.user)
+        caps.PRICE_EDITS.delete_all(queryset, by=request.user.get_username(), via="admin")
 
 
 @admin.register(ModelCallReservation)

@@ -1,48 +1,27 @@
-"""Changing caps and model prices (admin only). Each change is audited in its transaction: a cap change
-as its own kind (`cap_change`, old and new value), a price change as a configuration change."""
+"""Changing caps and model prices (admin only). Each change is audited in its transaction through
+controlplane.audit.edits: a cap change as its own kind (`cap_change`), under the cap's worker, a price
+change as a configuration change (`grant_change`); both with the values before and after."""
 
 from __future__ import annotations
 
-from django.db import transaction
-
-from controlplane.audit.services import audit_append
+from controlplane.audit.edits import AuditedModel
 from controlplane.ledger.models import Cap, ModelPrice
 
 
 def _describe(cap: Cap) -> dict:
-    return {"object": "cap", "scope": f"worker:{cap.worker.name}" if cap.worker_id else "org",
+    return {"scope": f"worker:{cap.worker.name}" if cap.worker_id else "org",
             "unit": cap.unit, "window": cap.window, "limit": cap.limit}
 
 
-def cap_save(cap: Cap, user) -> Cap:
-    """Create or change a cap; audited as `cap_change` with the old and the new value (old is null for
-    a new cap). The old value is read under a row lock so two admins' changes record a true sequence."""
-    with transaction.atomic():
-        created = cap.pk is None
-        before = None
-        if not created:
-            stored = Cap.objects.select_for_update().select_related("worker").filter(pk=cap.pk).first()
-            before = _describe(stored) if stored is not None else None
-        cap.save()
-        after = _describe(cap)
-        audit_append("cap_change", {"object": "cap", "scope": after["scope"],
-                                    "event": "created" if created else "changed",
-                                    "old": before, "new": after, "by": getattr(user, "username", "")},
-                     worker=cap.worker.name if cap.worker_id else None)
-    return cap
-
-
-def cap_delete(cap: Cap, user) -> None:
-    with transaction.atomic():
-        described = _describe(cap)
-        cap.delete()
-        audit_append("cap_change", {"object": "cap", "scope": described["scope"], "event": "deleted",
-                                    "old": described, "new": None, "by": getattr(user, "username", "")},
-                     worker=described["scope"].removeprefix("worker:") if cap.worker_id else None)
+CAP_EDITS = AuditedModel(
+    "cap", kind="cap_change", describe=_describe,
+    name=lambda cap: f"{_describe(cap)['scope']} {cap.unit} per {cap.window}",
+    worker=lambda cap: cap.worker.name if cap.worker_id else None,
+)
 
 
 def _describe_price(price: ModelPrice) -> dict:
-    return {"object": "model_price", "pattern": price.pattern,
+    return {"pattern": price.pattern,
             "input_micro_per_million": price.input_micro_per_million,
             "cached_input_micro_per_million": price.cached_input_micro_per_million,
             "output_micro_per_million": price.output_micro_per_million,
@@ -51,18 +30,28 @@ def _describe_price(price: ModelPrice) -> dict:
             "max_output_tokens": price.max_output_tokens}
 
 
+PRICE_EDITS = AuditedModel("model_price", name=lambda price: price.pattern, describe=_describe_price)
+
+
+def _username(user) -> str:
+    return getattr(user, "username", "")
+
+
+def cap_save(cap: Cap, user) -> Cap:
+    """Create or change a cap, recorded with its old and new value (old is null for a new cap)."""
+    CAP_EDITS.save(cap, by=_username(user), via="admin")
+    return cap
+
+
+def cap_delete(cap: Cap, user) -> None:
+    CAP_EDITS.delete(cap, by=_username(user), via="admin")
+
+
 def price_save(price: ModelPrice, user) -> ModelPrice:
-    with transaction.atomic():
-        created = price.pk is None
-        price.full_clean()
-        price.save()
-        audit_append("grant_change", {**_describe_price(price), "event": "created" if created else "changed",
-                                      "by": getattr(user, "username", "")})
+    price.full_clean()
+    PRICE_EDITS.save(price, by=_username(user), via="admin")
     return price
 
 
 def price_delete(price: ModelPrice, user) -> None:
-    with transaction.atomic():
-        described = _describe_price(price)
-        price.delete()
-        audit_append("grant_change", {**described, "event": "deleted", "by": getattr(user, "username", "")})
+    PRICE_EDITS.delete(price, by=_username(user), via="admin")

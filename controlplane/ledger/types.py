@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from controlplane.core.errors import RosterError
 
-class LedgerError(Exception):
+
+class LedgerError(RosterError):
     """A settle that cannot apply. Subclasses say why, so the API can answer 404 or 409."""
 
 

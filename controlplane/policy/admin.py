@@ -16,7 +16,7 @@ from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Worker
 from controlplane.policy import admin_trial, conditions, preview
 from controlplane.policy.engine import GrantRule
-from controlplane.policy.grant_services import grant_delete, grant_save
+from controlplane.policy.grant_services import GRANT_EDITS, grant_delete, grant_save
 from controlplane.policy.models import Grant
 from controlplane.policy.validation import validate_grant
 
@@ -83,7 +83,7 @@ class GrantForm(forms.ModelForm):
         fields = ["slug", "description", "enabled", "worker", "mode", "host", "port", "schemes", "methods",
                   "paths", "mcp_tools", "header_conditions", "max_body_size", "tunnel", "max_taint",
                   "result_class", "untrusted", "expires_at", "secret", "inject_header", "inject_format",
-                  "cost_per_call", "trace"]
+                  "cost_per_call", "trace", "wire"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -111,6 +111,7 @@ class GrantForm(forms.ModelForm):
             "inject_header": cleaned.get("inject_header") or "",
             "inject_format": cleaned.get("inject_format") or "{secret}",
             "cost_per_call": cleaned.get("cost_per_call", 0),
+            "wire": cleaned.get("wire") or "",
         }
         for name in ("untrusted", "tunnel", "trace", "enabled"):
             data[name] = bool(cleaned.get(name))
@@ -219,5 +220,5 @@ class GrantAdmin(admin.ModelAdmin):
         grant_delete(obj, actor=request.user.get_username(), via="admin")
 
     def delete_queryset(self, request, queryset):
-        for grant in queryset.select_related("worker", "secret"):
-            grant_delete(grant, actor=request.user.get_username(), via="admin")
+        GRANT_EDITS.delete_all(queryset.select_related("worker", "secret"), by=request.user.get_username(),
+                               via="admin")

@@ -50,8 +50,8 @@ def _make_minter():
     token = object()
     issued = _Issued()
 
-    def mint(verdict, reason, grant, message, tripwire=False) -> Decision:
-        decision = Decision(token, Verdict(verdict), reason, grant, str(message), bool(tripwire))
+    def mint(verdict, reason, grant, message, tripwire=False, wire="") -> Decision:
+        decision = Decision(token, Verdict(verdict), reason, grant, str(message), bool(tripwire), str(wire))
         issued.add(decision)
         return decision
 
@@ -59,15 +59,17 @@ def _make_minter():
 
 
 class Decision:
-    """verdict, reason (DenyReason or None), grant (GrantRule or None), message, tripwire.
+    """verdict, reason (DenyReason or None), grant (GrantRule or None), message, tripwire, and wire: the
+    model wire format of the host the request went to, when a grant says it ("" otherwise), so a refusal
+    can be shaped as that provider's error for the agent's SDK to read (docs/wire.md).
     No public constructor, immutable, not copyable or picklable, not subclassable."""
 
-    __slots__ = ("_verdict", "_reason", "_grant", "_message", "_tripwire", "__weakref__")
+    __slots__ = ("_verdict", "_reason", "_grant", "_message", "_tripwire", "_wire", "__weakref__")
 
     def __init_subclass__(cls, **kwargs):
         raise TypeError("Decision cannot be subclassed")
 
-    def __init__(self, token, verdict, reason, grant, message, tripwire):
+    def __init__(self, token, verdict, reason, grant, message, tripwire, wire=""):
         if token is not _TOKEN:
             raise TypeError("a Decision is made only by controlplane.policy.engine")
         set_ = object.__setattr__
@@ -76,15 +78,17 @@ class Decision:
         set_(self, "_grant", grant)
         set_(self, "_message", message)
         set_(self, "_tripwire", tripwire)
+        set_(self, "_wire", wire)
 
     verdict = property(lambda self: self._verdict)
     reason = property(lambda self: self._reason)
     grant = property(lambda self: self._grant)
     message = property(lambda self: self._message)
     tripwire = property(lambda self: self._tripwire)
+    wire = property(lambda self: self._wire)
 
     def _snapshot(self) -> tuple:
-        return (self._verdict, self._reason, self._grant, self._message, self._tripwire)
+        return (self._verdict, self._reason, self._grant, self._message, self._tripwire, self._wire)
 
     def __setattr__(self, name, value):
         raise AttributeError("Decision is immutable")

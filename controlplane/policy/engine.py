@@ -17,7 +17,13 @@ from controlplane.policy.decision import Decision, DenyReason, Verdict
 from controlplane.policy.decision import is_authentic as is_authentic  # re-exported: the engine's API
 from controlplane.policy.decision import mint as _mint
 from controlplane.policy.decision import require_authentic as require_authentic  # re-exported
-from controlplane.policy.normalize import NormalizationError, normalize_host, normalize_path, normalize_port
+from controlplane.policy.normalize import (
+    DEFAULT_PORTS,
+    NormalizationError,
+    normalize_host,
+    normalize_path,
+    normalize_port,
+)
 from controlplane.policy.rules import GrantRule as GrantRule  # re-exported: the engine's API
 from controlplane.policy.rules import McpCall as McpCall
 from controlplane.policy.rules import Mode as Mode
@@ -78,6 +84,7 @@ def _evaluate(run: RunState, facts: RequestFacts, grants: Sequence[GrantRule], n
     headers = conditions.LazyHeaderIndex(facts.headers)
     body_size = _body_size(facts.body_size)
     mcp = tuple(facts.mcp)
+    wire = _host_wire(grants, run.worker_id, host)
     candidates = []
     for grant in grants:
         if not grant.enabled:
@@ -90,7 +97,9 @@ def _evaluate(run: RunState, facts: RequestFacts, grants: Sequence[GrantRule], n
     target = f"{method} {scheme}://{host}:{port}{path}"
     if not candidates:
         near = _near_miss(grants, run, method, scheme, host, port, path, facts, headers, body_size)
-        return _no_grant(f"no grant matches {target}" + (f" ({near})" if near else ""), sentinels)
+        message = f"no grant matches {target}" + (f" ({near})" if near else "")
+        return _no_grant(message, sentinels, _sentinel_homes(sentinels, grants, run.worker_id, host, port),
+                         wire)
 
     live = [(s, g) for s, g in candidates if not _expired(g, now)]
     denies = [(s, g) for s, g in live if g.mode == Mode.DENY]
@@ -98,25 +107,82 @@ def _evaluate(run: RunState, facts: RequestFacts, grants: Sequence[GrantRule], n
         chosen = _pick(denies)
     else:
         chosen = _pick(candidates)
-    if sentinels - ({chosen.secret_id} if chosen.secret_id is not None else set()):
-        return _mint(Verdict.DENY, DenyReason.TRIPWIRE, chosen,
-                     f"a secret's sentinel was sent toward {host}, which grant {chosen.slug!r} does not "
-                     "inject that secret for", tripwire=True)
+    wire = chosen.wire or wire
+    stray = sentinels - ({chosen.secret_id} if chosen.secret_id is not None else set())
+    if stray:
+        homes = _sentinel_homes(stray, grants, run.worker_id, host, port)
+        if stray - homes.keys():
+            return _mint(Verdict.DENY, DenyReason.TRIPWIRE, chosen,
+                         f"a secret's sentinel was sent toward {host}, which grant {chosen.slug!r} does not "
+                         "inject that secret for", tripwire=True, wire=wire)
+        return _mint(Verdict.DENY, DenyReason.NO_GRANT, None,
+                     f"{target} matches grant {chosen.slug!r}, which does not inject {_homes_text(homes)}",
+                     wire=wire)
     if chosen.mode == Mode.DENY and not _expired(chosen, now):
         return _mint(Verdict.DENY, DenyReason.DENIED_BY_GRANT, chosen,
-                     f"grant {chosen.slug!r} denies {target}")
+                     f"grant {chosen.slug!r} denies {target}", wire=wire)
     if _expired(chosen, now):
-        return _mint(Verdict.DENY, DenyReason.GRANT_EXPIRED, chosen, f"grant {chosen.slug!r} has expired")
+        return _mint(Verdict.DENY, DenyReason.GRANT_EXPIRED, chosen, f"grant {chosen.slug!r} has expired",
+                     wire=wire)
     if DataClass(run.taint) > chosen.max_taint:
         return _mint(Verdict.DENY, DenyReason.TAINT_TOO_HIGH, chosen,
                      f"run taint {DataClass(run.taint).label} is above grant {chosen.slug!r}'s max_taint "
-                     f"{chosen.max_taint.label}")
+                     f"{chosen.max_taint.label}", wire=wire)
     if chosen.mode == Mode.ASK:
         return _mint(Verdict.ASK, None, chosen,
-                     f"grant {chosen.slug!r} needs a human's approval for {target}")
+                     f"grant {chosen.slug!r} needs a human's approval for {target}", wire=wire)
     if chosen.mode == Mode.AUTO:
-        return _mint(Verdict.ALLOW, None, chosen, f"allowed by grant {chosen.slug!r}")
+        return _mint(Verdict.ALLOW, None, chosen, f"allowed by grant {chosen.slug!r}", wire=wire)
     raise ValueError(f"unknown mode {chosen.mode!r}")
+
+
+def _names_host(grant: GrantRule, worker_id: int, host: str, port: int | None = None) -> bool:
+    """Whether the grant applies to this worker and names this host (any path or method), and with `port`
+    that port too: the grant's own, or its schemes' default ports when it names none."""
+    compiled = grant.compiled
+    if compiled is None or not grant.enabled or compiled.tunnel:
+        return False
+    if compiled.worker_id is not None and compiled.worker_id != worker_id:
+        return False
+    if not (host.endswith("." + compiled.host) if compiled.wildcard else host == compiled.host):
+        return False
+    if port is None:
+        return True
+    ports = {compiled.port} if compiled.port is not None else {DEFAULT_PORTS[s] for s in compiled.schemes}
+    return port in ports
+
+
+def _host_wire(grants: Sequence[GrantRule], worker_id: int, host: str) -> str:
+    """The model wire format this worker's grants say the host speaks ("" when none says, or they
+    disagree): a refusal toward it is shaped as that provider's error."""
+    wires = {g.wire for g in grants if g.wire and _names_host(g, worker_id, host)}
+    return next(iter(wires)) if len(wires) == 1 else ""
+
+
+def _sentinel_homes(sentinel_ids: frozenset[int], grants: Sequence[GrantRule], worker_id: int, host: str,
+                    port: int) -> dict[int, list[GrantRule]]:
+    """For each sentinel's secret, the grants of that same secret that name this host and port. A sentinel
+    with a home here went back to the service it belongs to (another path or method than its grant
+    covers): not exfiltration, so not a tripwire (docs/grants.md, "Sentinels")."""
+    homes: dict[int, list[GrantRule]] = {}
+    if not sentinel_ids:
+        return homes
+    for grant in grants:
+        if grant.secret_id in sentinel_ids and _names_host(grant, worker_id, host, port):
+            homes.setdefault(grant.secret_id, []).append(grant)
+    return homes
+
+
+def _homes_text(homes: dict[int, list[GrantRule]]) -> str:
+    parts = []
+    for secret_id in sorted(homes):
+        home = min(homes[secret_id], key=lambda g: g.slug)
+        name = home.secret_name or f"#{secret_id}"
+        covers = " ".join(home.methods) or "any method"
+        paths = " ".join(home.paths) or "any path"
+        parts.append(f"the sentinel of secret {name!r} sent with it (that secret's grant {home.slug!r} "
+                     f"covers {covers} {paths} on this host); denied, nothing injected")
+    return "; ".join(parts)
 
 
 def _method(method) -> str:
@@ -160,8 +226,14 @@ def _reverse(slug: str) -> tuple[int, ...]:
     return tuple(-ord(c) for c in slug) + (1,)
 
 
-def _no_grant(message: str, sentinels: frozenset[int]) -> Decision:
-    if sentinels:
+def _no_grant(message: str, sentinels: frozenset[int], homes: dict[int, list[GrantRule]] | None = None,
+              wire: str = "") -> Decision:
+    """No grant covers the request. With a sentinel in it: a tripwire, unless every sentinel went to a
+    host a grant of its own secret names (then no_grant, nothing injected, the secret named)."""
+    homes = homes or {}
+    if sentinels and sentinels - homes.keys():
         return _mint(Verdict.DENY, DenyReason.TRIPWIRE, None,
-                     f"{message}; a secret's sentinel was in the request", tripwire=True)
-    return _mint(Verdict.DENY, DenyReason.NO_GRANT, None, message)
+                     f"{message}; a secret's sentinel was in the request", tripwire=True, wire=wire)
+    if sentinels:
+        return _mint(Verdict.DENY, DenyReason.NO_GRANT, None, f"{message}; {_homes_text(homes)}", wire=wire)
+    return _mint(Verdict.DENY, DenyReason.NO_GRANT, None, message, wire=wire)

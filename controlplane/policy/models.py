@@ -14,6 +14,16 @@ class Grant(models.Model):
         ASK = "ask"
         DENY = "deny"
 
+    class Wire(models.TextChoices):
+        """The model API a grant's host speaks: a refusal toward that host is shaped as its provider's
+        error (docs/wire.md), and presets name theirs (docs/presets.md)."""
+
+        NONE = "", "not a model API"
+        OPENAI_CHAT = "openai-chat", "OpenAI chat completions"
+        OPENAI_RESPONSES = "openai-responses", "OpenAI Responses"
+        ANTHROPIC_MESSAGES = "anthropic-messages", "Anthropic messages"
+        GEMINI = "gemini", "Gemini generateContent"
+
     slug = models.CharField(max_length=64, unique=True, validators=[slug_validator], help_text="id = file stem")  # noqa: E501
     description = models.TextField(blank=True)
     worker = models.ForeignKey(
@@ -47,6 +57,8 @@ class Grant(models.Model):
     cost_per_call = models.PositiveBigIntegerField(default=0, help_text="micro-currency units per call")
     tunnel = models.BooleanField(default=False, help_text="CONNECT host:port without interception")
     trace = models.BooleanField(default=False, help_text="store request bodies byte-exactly (model inputs)")
+    wire = models.CharField(max_length=32, blank=True, default="", choices=Wire.choices,
+                            help_text="the model API this host speaks: refusals take its error shape")
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -2,7 +2,8 @@
 
 Anything ambiguous is rejected (NormalizationError) rather than guessed at: the caller turns a
 rejection into a deny. The gateway forwards the request as received, so a form that an upstream
-server could read differently from us (encoded '/', backslashes, ';' dot segments) must not match.
+server could read differently from us (encoded '/', backslashes, dot segments with ';' parameters,
+raw or encoded once or more) must not match.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ _LABEL_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 # A server that decodes twice would read these as '.', '/' or '\'.
 _DOUBLE_ENCODED = ("%252E", "%252F", "%255C")
+# How many times a segment is percent-decoded to see what a server that decodes repeatedly would read;
+# one still changing after that many rounds has no canonical form.
+_DECODE_ROUNDS = 8
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 _HEX = frozenset("0123456789abcdefABCDEF")
 # Raw characters allowed in a path as sent (RFC 3986 pchar plus '/'); anything else is encoded or rejected.
 _PATH_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/")
@@ -120,7 +125,8 @@ def split_path(raw: str) -> tuple[str, str]:
 def normalize_path(raw: str) -> str:
     """Canonical path (query removed): unreserved percent-escapes decoded, other escapes upper-cased,
     dot segments (also encoded ones) resolved, '//' collapsed. Rejects encoded '/' and '\\', NUL and
-    control characters, backslashes, ';'-suffixed dot segments and '..' that climbs above the root."""
+    control characters, backslashes, dot segments with ';' parameters in any encoding ('..;', '..%3B',
+    '.%253B', '%2e%2e%3b', …) and '..' that climbs above the root."""
     path, _ = split_path(raw)
     if path == "":
         path = "/"
@@ -136,8 +142,9 @@ def normalize_path(raw: str) -> str:
                 raise NormalizationError("path climbs above the root with '..'")
             segments.pop()
             continue
-        if segment.split(";", 1)[0] in (".", ".."):
-            raise NormalizationError("path has a dot segment with ';' parameters")
+        if _reads_as_dot_segment(segment):
+            raise NormalizationError("path has a segment a server could read as a dot segment "
+                                     "(';' parameters, raw or encoded, or an encoding repeated)")
         if any(t in segment.upper() for t in _DOUBLE_ENCODED):
             raise NormalizationError("path has a double-encoded '.', '/' or '\\'")
         segments.append(segment)
@@ -146,6 +153,21 @@ def normalize_path(raw: str) -> str:
     if trailing and result != "/":
         result += "/"
     return result
+
+
+def _reads_as_dot_segment(segment: str) -> bool:
+    """Whether a server could read this segment (not itself '.' or '..') as '.' or '..': one that
+    percent-decodes it, once or more (%3B, %253B, %2e), and strips ';' path parameters. The gateway
+    forwards the path as sent, so such a segment must not be judged as the ordinary name it looks like."""
+    if "%" not in segment:
+        return segment.split(";", 1)[0] in (".", "..")
+    decoded = segment
+    for _ in range(_DECODE_ROUNDS):
+        again = _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), decoded)
+        if again == decoded:
+            return decoded.split(";", 1)[0] in (".", "..")
+        decoded = again
+    raise NormalizationError("path has a segment percent-encoded too many times over")
 
 
 def _decode_unreserved(path: str) -> str:

@@ -76,6 +76,7 @@ class GrantRule:
     enabled: bool = True
     header_conditions: tuple = ()  # stored form, controlplane.policy.conditions
     max_body_size: int | None = None
+    wire: str = ""  # the model wire format the grant's host speaks ("" = not a model API)
     compiled: matching.CompiledMatch | None = field(default=None, compare=False, repr=False)
     broken: str = field(default="", compare=False)
 
@@ -117,4 +118,5 @@ class GrantRule:
             inject_format=grant.inject_format, cost_per_call=grant.cost_per_call, tunnel=grant.tunnel,
             trace=grant.trace, enabled=grant.enabled,
             header_conditions=tuple(grant.header_conditions or ()), max_body_size=grant.max_body_size,
+            wire=getattr(grant, "wire", "") or "",
         )

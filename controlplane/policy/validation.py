@@ -15,6 +15,7 @@ from controlplane.core.errors import ValidationFailed
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Worker
 from controlplane.policy import conditions, matching
+from controlplane.policy.models import Grant
 from controlplane.vault.models import Secret
 from controlplane.vault.redact import is_credential_name
 from controlplane.vault.services import sentinel_secret_ids
@@ -43,8 +44,9 @@ BOOL_FIELDS = {"untrusted": True, "tunnel": False, "trace": False, "enabled": Tr
 TAINT_FIELDS = {"max_taint": "private", "result_class": "private"}
 KNOWN_KEYS = frozenset({
     "description", "worker", "host", "port", "mode", "expires", "secret", "inject_header", "inject_format",
-    "cost_per_call", "header_conditions", "max_body_size", *LIST_FIELDS, *BOOL_FIELDS, *TAINT_FIELDS,
+    "cost_per_call", "header_conditions", "max_body_size", "wire", *LIST_FIELDS, *BOOL_FIELDS, *TAINT_FIELDS,
 })
+WIRES = frozenset(w for w in Grant.Wire.values if w)
 MAX_COST = 2**63 - 1
 MAX_LIST = 64
 
@@ -226,6 +228,12 @@ def validate_grant(data: dict, *, slug: str, allow_unknown_keys: bool = False) -
         errors["max_body_size"] = ("a deny grant covers every body size; max_body_size limits what an allow "
                                    "or ask grant lets through")
 
+    wire = data.get("wire", "")
+    if wire != "" and wire not in WIRES:
+        known = ", ".join(sorted(WIRES))
+        errors["wire"] = f"unknown wire format {wire!r}; expected one of {known} (or absent)"
+    values["wire"] = wire if wire in WIRES else ""
+
     if values["tunnel"] is True:
         if values["header_conditions"] or size is not None:
             errors["header_conditions" if values["header_conditions"] else "max_body_size"] = (
@@ -331,4 +339,6 @@ def grant_to_data(grant) -> dict:
         data["header_conditions"] = [dict(c) for c in grant.header_conditions]
     if grant.max_body_size is not None:
         data["max_body_size"] = int(grant.max_body_size)
+    if grant.wire:
+        data["wire"] = grant.wire
     return data

@@ -12,10 +12,10 @@ from django.contrib import admin
 from controlplane.core.admin import ReadOnlyAdmin
 from controlplane.core.errors import ValidationFailed
 from controlplane.core.taint import DataClass
-from controlplane.proposals import config_services
-from controlplane.proposals.config_services import PROPOSAL_KIND_FOR_DESTINATION
+from controlplane.proposals import services
 from controlplane.proposals.models import Destination, Proposal, TrustRule
-from controlplane.proposals.validation import KIND_KEYS, validate_destination
+from controlplane.proposals.services.configuring import DESTINATION_EDITS, TRUST_RULE_EDITS
+from controlplane.proposals.validation import KIND_KEYS, PROPOSAL_KIND_FOR_DESTINATION, validate_destination
 
 _LIST_FIELDS = ("allowed_recipients", "protected_branches")
 
@@ -129,17 +129,17 @@ class DestinationAdmin(admin.ModelAdmin):
         return ["name"] if obj is not None else []  # the name is the file id and the box's word for it
 
     def save_model(self, request, obj, form, change):
-        dest, _action = config_services.destination_save(
+        dest, _action = services.destination_save(
             form.spec, actor=request.user.get_username(), via="admin"
         )
         obj.pk, obj.created_at, obj.updated_at = dest.pk, dest.created_at, dest.updated_at
 
     def delete_model(self, request, obj):
-        config_services.destination_delete(obj, actor=request.user.get_username(), via="admin")
+        services.destination_delete(obj, actor=request.user.get_username(), via="admin")
 
     def delete_queryset(self, request, queryset):
-        for dest in queryset.select_related("secret"):
-            config_services.destination_delete(dest, actor=request.user.get_username(), via="admin")
+        DESTINATION_EDITS.delete_all(queryset.select_related("secret"), by=request.user.get_username(),
+                                     via="admin")
 
 
 class TrustRuleForm(forms.ModelForm):
@@ -173,14 +173,14 @@ class TrustRuleAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         # The form refuses what the service would (identity edits, a kind the destination does not take).
-        config_services.trust_rule_save(obj, actor=request.user.get_username(), via="admin")
+        services.trust_rule_save(obj, actor=request.user.get_username(), via="admin")
 
     def delete_model(self, request, obj):
-        config_services.trust_rule_delete(obj, actor=request.user.get_username(), via="admin")
+        services.trust_rule_delete(obj, actor=request.user.get_username(), via="admin")
 
     def delete_queryset(self, request, queryset):
-        for rule in queryset.select_related("worker", "destination"):
-            config_services.trust_rule_delete(rule, actor=request.user.get_username(), via="admin")
+        TRUST_RULE_EDITS.delete_all(queryset.select_related("worker", "destination"),
+                                    by=request.user.get_username(), via="admin")
 
 
 @admin.register(Proposal)

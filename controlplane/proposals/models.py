@@ -79,6 +79,9 @@ class Proposal(models.Model):
         EMAIL = "email"
         GIT_PUSH = "git_push"
         IDENTITY_EDIT = "identity_edit"
+        # Work the worker proposes (direction and pace, invariant 6): once allowed, a proactive run on its
+        # queue, budget-gated like any proactive run (invariant 8). The executor is dispatch's.
+        FOLLOW_UP = "follow_up", "follow-up task"
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -93,6 +96,7 @@ class Proposal(models.Model):
         WEB = "web"
         CLI = "cli"
         RULE = "rule", "earned-trust rule"
+        CHAT = "chat", "chat (a reply or reaction on the approval post)"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="proposals")
@@ -105,7 +109,9 @@ class Proposal(models.Model):
     payload_sha256 = models.CharField(max_length=64)
     # The worker's own words for why: untrusted, shown to approvers as quoted text, never acted on.
     rationale = models.TextField(blank=True)
-    # Provenance: who was in the room when the run proposed this (snapshots at proposal time).
+    # Provenance: who was in the room when the run proposed this (snapshots at proposal time): the run's
+    # participants (fixed when its input was assembled) and what it had received.
+    participants = models.JSONField(default=list, blank=True)
     taint = models.PositiveSmallIntegerField(choices=DataClass.choices)
     untrusted = models.BooleanField()
     seen = models.JSONField(default=list, blank=True, help_text="what the run had received, newest first")
@@ -139,7 +145,9 @@ class TrustRule(models.Model):
 
     name = models.CharField(max_length=64, unique=True)
     worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="trust_rules")
-    destination = models.ForeignKey(Destination, on_delete=models.CASCADE, related_name="trust_rules")
+    # Empty only for a follow-up rule (follow-ups have no destination).
+    destination = models.ForeignKey(Destination, null=True, blank=True, on_delete=models.CASCADE,
+                                    related_name="trust_rules")
     kind = models.CharField(
         max_length=16,
         blank=True,
@@ -158,7 +166,11 @@ class TrustRule(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=~models.Q(kind="identity_edit"), name="trust_rule_never_identity_edit"
-            )
+            ),
+            models.CheckConstraint(
+                condition=models.Q(destination__isnull=False) | models.Q(kind="follow_up"),
+                name="trust_rule_destination_unless_follow_up",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -167,3 +179,8 @@ class TrustRule(models.Model):
     def clean(self):
         if self.kind == Proposal.Kind.IDENTITY_EDIT:
             raise ValidationError({"kind": "identity edits always need a human; no rule can approve them"})
+        if self.destination_id is None and self.kind != Proposal.Kind.FOLLOW_UP:
+            raise ValidationError(
+                {"destination": "a rule names a destination (only follow-up rules have none)"})
+        if self.kind == Proposal.Kind.FOLLOW_UP and self.destination_id is not None:
+            raise ValidationError({"destination": "follow-up tasks have no destination"})

@@ -36,6 +36,8 @@ def headline(proposal: Proposal) -> str:
         return f"post {len(json.dumps(payload))} bytes of JSON"
     if proposal.kind == Proposal.Kind.GIT_PUSH:
         return visible(f"push to {payload.get('branch', '')} on {payload.get('base_commit', '')[:12]}")
+    if proposal.kind == Proposal.Kind.FOLLOW_UP:
+        return visible(f"follow-up task: {payload.get('task', '')}")[:300]
     return "change the worker's identity"
 
 
@@ -133,11 +135,14 @@ def _identity(proposal: Proposal, sentinels: dict) -> dict:
     return {"diff": _shown("\n".join(diff) or "(no change)", sentinels)}
 
 
+def _follow_up(proposal: Proposal, sentinels: dict) -> dict:
+    return {"task": _shown(proposal.payload.get("task", ""), sentinels)}
+
+
 def preview(proposal: Proposal, sentinels: dict | None = None) -> dict:
     sentinels = known_sentinels() if sentinels is None else sentinels
-    build = {"email": _email, "webhook": _webhook, "git_push": _git, "identity_edit": _identity}[
-        proposal.kind
-    ]
+    build = {"email": _email, "webhook": _webhook, "git_push": _git, "identity_edit": _identity,
+             "follow_up": _follow_up}[proposal.kind]
     return {
         "kind": proposal.kind,
         "headline": headline(proposal),
@@ -145,6 +150,7 @@ def preview(proposal: Proposal, sentinels: dict | None = None) -> dict:
         "untrusted": proposal.untrusted,
         "seen": proposal.seen[:10],
         "seen_count": len(proposal.seen),
+        "participants": proposal.participants,
         "rationale": _shown(proposal.rationale, sentinels),
         **build(proposal, sentinels),
     }

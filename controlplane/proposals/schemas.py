@@ -129,11 +129,23 @@ class IdentityEditIn(Strict):
     reason: Reason = ""
 
 
-ProposalIn = Annotated[WebhookIn | EmailIn | GitPushIn | IdentityEditIn, Field(discriminator="kind")]
+class FollowUpContent(Strict):
+    task: Annotated[StrictStr, Field(min_length=1, max_length=4000)]
+
+
+class FollowUpIn(Strict):
+    kind: Literal["follow_up"]
+    payload: FollowUpContent
+    reason: Reason = ""
+
+
+ProposalIn = Annotated[
+    WebhookIn | EmailIn | GitPushIn | IdentityEditIn | FollowUpIn, Field(discriminator="kind")
+]
 _adapter = TypeAdapter(ProposalIn)
 
 
-def parse_proposal(raw: bytes) -> WebhookIn | EmailIn | GitPushIn | IdentityEditIn:
+def parse_proposal(raw: bytes) -> WebhookIn | EmailIn | GitPushIn | IdentityEditIn | FollowUpIn:
     """Strict JSON to one kind's model. Raises ValidationError (also for JSON that does not parse)."""
     return _adapter.validate_json(raw)
 

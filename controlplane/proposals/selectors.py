@@ -1,11 +1,14 @@
-"""Reads for the approval queue: pending proposals with their previews, and the recently settled."""
+"""Reads for the approval queue (pending proposals with their previews, the recently settled) and the
+earned-trust rule a new proposal meets."""
 
 from __future__ import annotations
 
+from django.db.models import Q
 from django.utils import timezone
 
+from controlplane.ledger.totals import window_start
 from controlplane.proposals import previews
-from controlplane.proposals.models import Proposal
+from controlplane.proposals.models import Proposal, TrustRule
 from controlplane.vault.masking import known_sentinels
 
 
@@ -62,3 +65,39 @@ def recent_proposal_cards(limit: int, now=None) -> list[dict]:
         }
         for p in qs[:limit]
     ]
+
+
+def matching_rule(proposal: Proposal) -> TrustRule | None:
+    """The first enabled, unexpired earned-trust rule for this proposal's worker, destination and kind
+    that has room today; never one for an identity edit."""
+    if proposal.kind == Proposal.Kind.IDENTITY_EDIT:
+        return None
+    if proposal.destination_id is None and proposal.kind != Proposal.Kind.FOLLOW_UP:
+        return None
+    now = timezone.now()
+    if proposal.kind == Proposal.Kind.FOLLOW_UP:
+        # Only a rule written for follow-ups, never a destination's rule of "any kind".
+        kinds = Q(kind=Proposal.Kind.FOLLOW_UP, destination__isnull=True)
+    else:
+        kinds = Q(kind="") | Q(kind=proposal.kind)
+    rules = (
+        TrustRule.objects.filter(
+            enabled=True,
+            worker_id=proposal.worker_id,
+            destination_id=proposal.destination_id,
+            max_per_day__gt=0,
+        )
+        .filter(kinds)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .order_by("name")
+    )
+    day = window_start("day", now)
+    for rule in rules:
+        if rule.kind == Proposal.Kind.IDENTITY_EDIT:  # unreachable by the constraint; never trusted anyway
+            continue
+        used = Proposal.objects.filter(
+            trust_rule=rule, channel=Proposal.Channel.RULE, decided_at__gte=day
+        ).count()
+        if used < rule.max_per_day:
+            return rule
+    return None

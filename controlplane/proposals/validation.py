@@ -26,6 +26,8 @@ KIND_KEYS = {
     "smtp": frozenset({"smtp_host", "smtp_port", "starttls", "login", "from_address", "allowed_recipients"}),
     "git": frozenset({"url", "branch_pattern", "protected_branches"}),
 }
+# The proposal kind each destination kind takes (a rule for a destination approves only that kind).
+PROPOSAL_KIND_FOR_DESTINATION = {"webhook": "webhook", "smtp": "email", "git": "git_push"}
 DEFAULTS = {"method": "POST", "secret_format": "{secret}", "starttls": True, "smtp_port": 587}
 MAX_LIST = 256
 MAX_INT = 2**63 - 1

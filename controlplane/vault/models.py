@@ -8,6 +8,7 @@ class Secret(models.Model):
         GENERIC = "generic"
         OPENAI = "openai", "OpenAI-style API key"
         ANTHROPIC = "anthropic", "Anthropic-style API key"
+        GEMINI = "gemini", "Gemini (Google AI) API key"
         GITHUB = "github", "GitHub token"
         SLACK = "slack", "Slack bot token"
         AWS = "aws", "AWS access key id"

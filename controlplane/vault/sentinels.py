@@ -34,6 +34,11 @@ def anthropic() -> str:
     return "sk-ant-api03-" + _random(URLSAFE, 93) + "AA"
 
 
+def gemini() -> str:
+    # Google API keys: AIza + 35 characters of letters, digits, - and _.
+    return "AIza" + _random(URLSAFE, 35)
+
+
 def github() -> str:
     # ghp_ + 30 random base62 characters + 6-character base62 CRC32 of them, as GitHub's tokens are built.
     body = _random(ALNUM, 30)
@@ -54,8 +59,8 @@ def generic() -> str:
     return "roster-sentinel-" + _random(ALNUM, 32)
 
 
-GENERATORS = {"openai": openai, "anthropic": anthropic, "github": github, "slack": slack, "aws": aws,
-              "generic": generic}
+GENERATORS = {"openai": openai, "anthropic": anthropic, "gemini": gemini, "github": github, "slack": slack,
+              "aws": aws, "generic": generic}
 
 
 def make_sentinel(kind: str) -> str:

@@ -7,7 +7,7 @@ import base64
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from cryptography.fernet import InvalidToken
 from django.conf import settings
@@ -83,7 +83,8 @@ def secret_delete(secret: Secret) -> None:
 
 
 def secret_reveal(secret: Secret) -> str:
-    """The plaintext. Only the decision path calls this, to hand the gateway what it injects."""
+    """The plaintext. Only the decision path calls this, to hand the gateway what it injects, and
+    secrets_found_in, which compares it and returns names only."""
     try:
         return keyfile.fernet().decrypt(bytes(secret.ciphertext)).decode()
     except InvalidToken:
@@ -91,6 +92,22 @@ def secret_reveal(secret: Secret) -> str:
             f"secret {secret.name!r} cannot be decrypted with the vault key in {keyfile.key_path()}; "
             "the key file was replaced or the ciphertext is damaged"
         ) from None
+
+
+def secrets_found_in(texts: Sequence[str]) -> list[list[str]]:
+    """For each of `texts`, the names (never the values) of the stored secrets whose value occurs in it:
+    configuration a box receives (a preset's or a worker's environment and files) must never carry one.
+    Each secret is decrypted once. A secret that cannot be decrypted is a VaultError: unknown is not
+    "absent"."""
+    found: list[list[str]] = [[] for _ in texts]
+    if not any(isinstance(t, str) and t for t in texts):
+        return found
+    for secret in Secret.objects.only("name", "ciphertext").order_by("name"):
+        value = secret_reveal(secret)
+        for i, text in enumerate(texts):
+            if isinstance(text, str) and value in text:
+                found[i].append(secret.name)
+    return found
 
 
 class _SentinelIndex:

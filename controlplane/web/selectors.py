@@ -66,6 +66,14 @@ def _summary(kind: str, data: dict, sentinels: dict[str, str]) -> str:
     method, url = data.get("method", ""), data.get("url", "")
     if not url and data.get("host"):
         url = f"{data.get('scheme', '')}://{data.get('host')}:{data.get('port', '')}{data.get('path', '')}"
+    if kind == "run_input":
+        people = ", ".join(f"{p.get('name') or p.get('id')} ({p.get('role')})"
+                           for p in data.get("participants", []))
+        carried = "carried conversation content" if data.get("carries_conversation") else "no conversation"
+        return f"input assembled: {carried}" + (f"; in the room: {people}" if people else "")
+    if kind in ("message", "delivery", "chat_approval"):
+        return " ".join(str(data.get(k)) for k in ("event", "channel", "speaker", "role", "why", "post")
+                        if data.get(k) not in (None, ""))
     if kind == "run_state":
         return f"{data.get('from') or '—'} → {data.get('to', '')} {data.get('reason', '')}".strip()
     if kind == "spend":

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from controlplane.web import approval_views, audit_views, proposal_views, views
+from controlplane.web import approval_views, audit_views, channel_views, proposal_views, views
 
 app_name = "web"
 
@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("workers/<int:worker_id>/", views.worker_detail, name="worker"),
     path("runs/<int:run_id>/", views.run_timeline, name="run"),
+    path("channels/<int:channel_id>/", channel_views.channel_detail, name="channel"),
     path("approvals/", approval_views.approval_queue, name="approvals"),
     path("approvals/list/", approval_views.approval_queue_fragment, name="approvals-list"),
     path("approvals/<uuid:approval_id>/decide/", approval_views.approval_decide_view, name="approval-decide"),

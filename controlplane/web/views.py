@@ -12,6 +12,7 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET
 
 from controlplane.approvals.cards import approval_cards_for_run
+from controlplane.conversations.selectors import channels_of_worker, run_delivery, run_messages
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run, Worker
 from controlplane.ledger.models import Unit
@@ -64,6 +65,8 @@ def worker_detail(request: HttpRequest, worker_id: int) -> HttpResponse:
     return render(request, "web/worker.html", {
         "worker": worker,
         "runs": selectors.recent_runs(worker),
+        "channels": channels_of_worker(worker),
+        "queue": selectors.live_runs().filter(worker=worker).order_by("id"),
         "cap_charts": charts.cap_charts(worker),
         "spend_chart": charts.spend_chart(worker=worker, chart_id="worker-spend-chart"),
     })
@@ -80,6 +83,8 @@ def run_timeline(request: HttpRequest, run_id: int) -> HttpResponse:
         "taint": DataClass(run.taint).label,
         "entries": selectors.run_timeline(run),
         "approvals": approval_cards_for_run(run),
+        "chat_messages": run_messages(run),
+        "delivery": run_delivery(run),
         "totals": selectors.run_totals(run),
         "decisions_chart": charts.run_decisions_chart(run),
         "spend_charts": charts.run_spend_charts(run),

@@ -20,6 +20,7 @@ from roster_gateway.options import OPTIONS, GatewayConfig, build_config, export_
 from roster_gateway.outcomes import OutcomeReporter
 from roster_gateway.request_path import judge_request
 from roster_gateway.responses import deny_flow
+from roster_gateway.shared_limits import SharedLimits
 from roster_gateway.steps import ConnState, Steps
 from roster_gateway.tunnel import judge_connect
 
@@ -55,6 +56,8 @@ class Gateway:
         self._configuring = False
         self.outcomes: OutcomeReporter | None = None
         self.steps: Steps | None = None
+        self.shared: SharedLimits | None = None  # the control plane's side of the shared settings
+        self._running = False
 
     # --- lifecycle ---
     def load(self, loader) -> None:
@@ -79,23 +82,53 @@ class Gateway:
                                                    background=self.background)
             self.config, self.client = config, self.steps.client
             self.vetting, self.outcomes = self.steps.vetting, self.steps.outcomes
+            self.shared = SharedLimits(config)
             if old is not None and self._transport is None:
                 self._spawn(old.close())
             configuration.log_widened_dialling(config)
+            if self._running:
+                self._spawn(self._check_shared_limits(self.shared))
         configuration.pin_required_options(opts, self.config)
 
     async def running(self) -> None:
         export_ca_cert(ctx.options.confdir, ctx.options.roster_ca_cert_export)
+        self._running = True
+        if self.shared is not None:
+            self._spawn(self._check_shared_limits(self.shared))
         if self.config and self.config.health_port and self.client:
-            self.health = HealthServer(self.config.health_port, self.client.healthy,
+            self.health = HealthServer(self.config.health_port, self._probe,
                                        cache_seconds=self.config.health_cache_seconds,
                                        probe_timeout=self.config.decide_timeout,
                                        info={"private_upstreams": [str(e) for e in
                                                                    self.config.private_upstreams]},
-                                   metrics=metrics.exposition if self.config.metrics else None)
+                                       metrics=metrics.exposition if self.config.metrics else None,
+                                       disagreements=self._disagreements)
             await self.health.start()
 
+    async def _probe(self, timeout: float) -> bool:
+        """The health endpoint's question to the control plane, which also re-checks the shared settings."""
+        shared, client = self.shared, self.client
+        if client is None:
+            return False
+        answered, limits = await client.health(timeout)
+        if shared is not None:
+            shared.note(answered, limits)
+        return answered
+
+    def _disagreements(self) -> tuple[str, ...]:
+        return (self.shared.problems or ()) if self.shared else ()
+
+    async def _check_shared_limits(self, shared: SharedLimits) -> None:
+        """At start (and after a reconfiguration): ask the control plane until it answers once, so a
+        disagreement is found before the first box relies on it, not at the first health probe."""
+        while self._running and shared is self.shared and not shared.checked and self.client is not None:
+            answered, limits = await self.client.health(shared.config.decide_timeout)
+            shared.note(answered, limits)
+            if not answered:
+                await asyncio.sleep(max(shared.config.health_cache_seconds, 0.1))
+
     async def shutdown(self) -> None:
+        self._running = False  # ends the start check's retries (a control plane still away)
         if self.health:
             await self.health.stop()
         if self.background:
@@ -133,8 +166,7 @@ class Gateway:
     async def request(self, flow: http.HTTPFlow) -> None:
         if flow.response is not None or flow.request.method.upper() == "CONNECT":
             return
-        if self.steps is None:
-            deny_flow(flow, 503, "policy_error", "gateway is not configured")
+        if self._refused(flow):
             return
         await judge_request(self.steps, flow, self._conn(flow.client_conn))
 
@@ -157,10 +189,17 @@ class Gateway:
     # --- CONNECT, tunnels and everything that is not HTTP ---
     @fail_closed
     async def http_connect(self, flow: http.HTTPFlow) -> None:
-        if self.steps is None:
-            deny_flow(flow, 503, "policy_error", "gateway is not configured")
+        if self._refused(flow):
             return
         await judge_connect(self.steps, flow, self._conn(flow.client_conn))
+
+    def _refused(self, flow: http.HTTPFlow) -> bool:
+        """Every request is refused while the gateway is unconfigured or disagrees with the control plane."""
+        refusal = "gateway is not configured" if self.steps is None else (
+            self.shared.refusal() if self.shared else None)
+        if refusal:
+            deny_flow(flow, 503, "policy_error", refusal)
+        return refusal is not None
 
     def next_layer(self, nextlayer: layer.NextLayer) -> None:
         state = self.conns.get(nextlayer.context.client.id)

@@ -1,18 +1,25 @@
 """The request as judged is the request as sent. The control plane matches grants against canonical
 forms (controlplane.policy.normalize); an upstream reads what the gateway forwards. So the gateway
 forwards only requests that are already canonical and refuses (400) any whose method, host or path
-differs from its canonical form: a path with dot segments (plain, percent-encoded, with ';' parameters),
-empty segments, escapes of unreserved characters or lower-case escapes; a method not in upper case; a
-Host that is not lower case or ends with a dot; a port with leading zeros. docs/grants.md states the rule.
+differs from its canonical form: a path with dot segments (plain or percent-encoded), empty segments,
+escapes of unreserved characters or lower-case escapes; a method not in upper case; a Host that is not
+lower case or ends with a dot; a port with leading zeros. A path with no canonical form at all (an
+encoded '/', a dot segment with ';' parameters in any encoding: `..;`, `..%3B`, `.%253B`, `%2e%2e%3b`,
+which a server that decodes and strips parameters reads as '.' or '..') is left to the control plane,
+which denies it. docs/grants.md states the rule.
 
 This module's path rules agree with the control plane's normaliser through one shared table of cases
 (tests/contract/canonical/paths.json), checked on both sides."""
 
 from __future__ import annotations
 
+import re
+
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _HEX = frozenset("0123456789abcdefABCDEF")
 _PATH_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/")
+_DECODE_ROUNDS = 8  # as the control plane's normaliser: more rounds than this and the path is unreadable
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 
 
 class Unreadable(ValueError):
@@ -36,14 +43,28 @@ def canonical_path(path: str) -> str:
                 raise Unreadable("path climbs above the root with '..'")
             segments.pop()
             continue
-        if segment.split(";", 1)[0] in (".", ".."):
-            raise Unreadable("path has a dot segment with ';' parameters")
+        if _reads_as_dot_segment(segment):
+            raise Unreadable("path has a segment a server could read as a dot segment")
         if any(t in segment.upper() for t in ("%252E", "%252F", "%255C")):
             raise Unreadable("path has a double-encoded '.', '/' or '\\'")
         segments.append(segment)
     trailing = decoded.endswith("/") and segments and not decoded.endswith(("/.", "/.."))
     result = "/" + "/".join(segments)
     return result + "/" if trailing and result != "/" else result
+
+
+def _reads_as_dot_segment(segment: str) -> bool:
+    """Whether a server that percent-decodes a segment, once or more (%3B, %253B, %2e), and strips ';' path
+    parameters could read it as '.' or '..' (the control plane's rule: such a path has no canonical form)."""
+    if "%" not in segment:
+        return segment.split(";", 1)[0] in (".", "..")
+    decoded = segment
+    for _ in range(_DECODE_ROUNDS):
+        again = _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), decoded)
+        if again == decoded:
+            return decoded.split(";", 1)[0] in (".", "..")
+        decoded = again
+    raise Unreadable("path has a segment percent-encoded too many times over")
 
 
 def _decode_unreserved(path: str) -> str:

@@ -124,9 +124,14 @@ class ControlPlaneClient:
     async def proposal_status(self, token: str, proposal_id: str) -> tuple[int, dict]:
         return await self._proposal_call(f"/proposals/{proposal_id}/status", {"token": token})
 
-    async def healthy(self, timeout: float) -> bool:
+    async def health(self, timeout: float) -> tuple[bool, object]:
+        """Whether the control plane answers (docs/wire.md GET /health), and the limits its answer carries
+        (None when it does not answer; roster_gateway.shared_limits judges what they say)."""
         try:
             status, body = await self._call("GET", "/health", None, timeout)
-            return status == 200 and json.loads(body).get("ok") is True
-        except (ControlPlaneDown, ValueError, AttributeError):
-            return False
+            answer = json.loads(body)
+        except (ControlPlaneDown, ValueError):
+            return False, None
+        if status != 200 or not isinstance(answer, dict) or answer.get("ok") is not True:
+            return False, None
+        return True, answer.get("limits")

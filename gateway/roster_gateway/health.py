@@ -1,6 +1,7 @@
-"""A tiny loopback HTTP endpoint the dispatcher checks before starting a box: 200 when the gateway runs
-and the control plane answers its /health, 503 otherwise; the body also shows the operator's settings
-that widen what the gateway dials (the private upstreams). Plain asyncio, no framework.
+"""A tiny loopback HTTP endpoint the dispatcher checks before starting a box: 200 when the gateway runs,
+the control plane answers its /health and the two agree on the settings they share
+(roster_gateway.shared_limits), 503 otherwise, naming each disagreement; the body also shows the
+operator's settings that widen what the gateway dials (the private upstreams). Plain asyncio, no framework.
 
 The same loopback listener serves the gateway's Prometheus metrics at /metrics (roster_gateway.metrics):
 boxes reach only the proxy port, never the host's loopback, so neither path is reachable from a box."""
@@ -19,7 +20,8 @@ METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class HealthServer:
     def __init__(self, port: int, probe: Callable[[float], Awaitable[bool]], *, cache_seconds: float,
                  probe_timeout: float, info: dict | None = None,
-                 metrics: Callable[[], bytes] | None = None):
+                 metrics: Callable[[], bytes] | None = None,
+                 disagreements: Callable[[], tuple[str, ...]] = tuple):
         self.port = port
         self._probe = probe
         self._cache_seconds = cache_seconds
@@ -27,6 +29,8 @@ class HealthServer:
         self._info = dict(info or {})  # configuration shown to the operator, e.g. the private upstreams
         self._cached: tuple[float, bool] | None = None
         self._metrics = metrics  # the exposition of the gateway's metrics; None: /metrics is 404
+        # Shared settings on which the gateway and the control plane disagree (roster_gateway.shared_limits)
+        self._disagreements = disagreements
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
@@ -60,8 +64,11 @@ class HealthServer:
                 status, payload = 404, json.dumps({"ok": False, "error": "not found"}).encode()
             else:
                 cp = await self.control_plane_ok()
-                status, payload = (200 if cp else 503), json.dumps(
-                    {"ok": cp, "gateway": True, "control_plane": cp, **self._info}).encode()
+                disagree = list(self._disagreements())
+                ok = cp and not disagree
+                status, payload = (200 if ok else 503), json.dumps(
+                    {"ok": ok, "gateway": True, "control_plane": cp, **self._info,
+                     **({"disagreements": disagree} if disagree else {})}).encode()
             head = (f"HTTP/1.1 {status} {'OK' if status == 200 else 'Unavailable'}\r\n"
                     f"Content-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n"
                     "Connection: close\r\n\r\n").encode()

@@ -22,8 +22,10 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_decide_timeout_ms", int, 2000,
      "Milliseconds to wait for /decide (and /trace) before a 503 deny"),
     ("roster_outcome_timeout_ms", int, 5000, "Milliseconds to wait for /outcomes and /abandon reports"),
-    ("roster_hold_seconds", int, 30, "Longest time a request is held waiting for an approval"),
-    ("roster_approval_poll_seconds", int, 10, "Longest single /approvals/{id}/wait long-poll"),
+    ("roster_hold_seconds", int, 60, "Longest time a request is held waiting for an approval: the control "
+     "plane's hold (ROSTER_APPROVAL_HOLD_SECONDS) applies; this must not be below it"),
+    ("roster_approval_poll_seconds", int, 10, "Longest single /approvals/{id}/wait long-poll (at most the "
+     "control plane's ROSTER_APPROVAL_WAIT_MAX_SECONDS)"),
     ("roster_dns_timeout_ms", int, 2000, "Milliseconds to resolve an upstream name before denying"),
     ("roster_max_body_bytes", int, 32 * 1024 * 1024,
      "Largest request (and response) body the gateway passes; bodies are never streamed"),
@@ -51,9 +53,10 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_outcome_flush_ms", int, 5,
      "Milliseconds an outcome report waits for others to share its POST /outcomes (0: send at once)"),
     ("roster_proposals_host", str, "proposals.roster.invalid",
-     "Reserved name the gateway answers itself for proposals (never dialled; must end in .invalid)"),
-    ("roster_outcome_batch_max", int, 100, "Most outcomes in one POST /outcomes (the control plane allows "
-     "ROSTER_OUTCOME_BATCH_MAX)"),
+     "Reserved name the gateway answers itself for proposals (never dialled; must end in .invalid; the "
+     "same as the control plane's ROSTER_PROPOSALS_HOST)"),
+    ("roster_outcome_batch_max", int, 256, "Most outcomes in one POST /outcomes (at most the control "
+     "plane's ROSTER_OUTCOME_BATCH_MAX)"),
 )
 
 
@@ -75,7 +78,7 @@ class GatewayConfig:
     own_ports: frozenset[int]
     outcome_flush_delay: float = 0.005
     also_control_plane: tuple[tuple[str, int], ...] = ()
-    outcome_batch_max: int = 100
+    outcome_batch_max: int = 256
     private_upstreams: tuple[PrivateUpstream, ...] = ()
     max_target_bytes: int = 16 * 1024
     max_headers: int = 200

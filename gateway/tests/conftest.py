@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from mitmproxy.test import taddons, tflow, tutils
@@ -13,6 +14,9 @@ from roster_gateway.addon import Gateway
 
 CP_URL = "http://cp.test"
 PUBLIC_IP = "93.184.216.34"
+CONTRACT = Path(__file__).resolve().parents[2] / "tests" / "contract"
+# The control plane's health answer at its defaults (shared with its tests).
+HEALTH = json.loads((CONTRACT / "health.json").read_text())["response"]
 
 
 def allow(**over) -> dict:
@@ -46,6 +50,8 @@ class FakeControlPlane:
     # What /proposals and /proposals/{id}/status answer: the box's status and JSON body.
     proposal_answer: dict = field(default_factory=lambda: {"status": 201, "body": {"id": "p1",
                                                                                  "status": "pending"}})
+    # What GET /health answers (status, body): the contract fixture's, with the control plane's limits.
+    health: tuple[int, dict] = field(default_factory=lambda: (200, json.loads(json.dumps(HEALTH))))
 
     def paths(self) -> list[str]:
         return [p for p, _ in self.calls]
@@ -64,6 +70,8 @@ class FakeControlPlane:
     async def handle(self, method: str, path: str, body: dict) -> tuple[int, dict]:
         if path.endswith("/sentinels"):  # fetched now and then, not per request: not in `calls`
             return (self.fail_status or 200), {"sentinels": self.sentinels}
+        if path.endswith("/health"):  # likewise
+            return (self.fail_status, {"detail": "boom"}) if self.fail_status else self.health
         self.calls.append((path, body))
         if self.delay:
             await asyncio.sleep(self.delay)

@@ -1,5 +1,5 @@
 """Two waiters collecting the same approval at once: exactly one gets it. Runs on SQLite here and on
-PostgreSQL through tests/approvals/test_postgres.py."""
+PostgreSQL through tests/integration/test_on_postgresql.py."""
 
 import threading
 

@@ -110,7 +110,7 @@ def test_admin_changes_caps_and_each_change_is_audited(client, chain_and_ledger)
     assert client.post(f"/admin/ledger/cap/{cap.pk}/delete/", {"post": "yes"}).status_code == 302
     events = [json.loads(b)["data"] for b in
               AuditRecord.objects.filter(kind="cap_change").values_list("body", flat=True)]
-    assert [(e["event"], (e["old"] or {}).get("limit"), (e["new"] or {}).get("limit"), e["by"])
-            for e in events] == [("created", None, 7, "adm"), ("changed", 7, 9, "adm"),
+    assert [(e["action"], (e["before"] or {}).get("limit"), (e["after"] or {}).get("limit"), e["by"])
+            for e in events] == [("created", None, 7, "adm"), ("updated", 7, 9, "adm"),
                                  ("deleted", 9, None, "adm")]
     assert not Cap.objects.exists()

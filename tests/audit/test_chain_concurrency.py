@@ -1,5 +1,6 @@
 """Many concurrent writers (threads and processes) never fork the chain: no two records share a prev,
-seq stays contiguous and the whole chain verifies. Runs on PostgreSQL too (tests/ledger/test_postgres.py)."""
+seq stays contiguous and the whole chain verifies. Runs on PostgreSQL too
+(tests/integration/test_on_postgresql.py)."""
 
 import pytest
 from django.db.models import Count

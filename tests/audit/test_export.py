@@ -191,3 +191,41 @@ def test_cli_runs_in_a_fresh_process(mixed):
     proc = subprocess.run([sys.executable, "manage.py", "audit", "--help"], cwd=REPO, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0 and "verify" in proc.stdout and "export" in proc.stdout
+
+
+@pytest.mark.parametrize(("sql", "params"), [
+    ("UPDATE audit_auditrecord SET body = REPLACE(body, '\"deny\"', '\"allow\"') WHERE seq = %s", [2]),
+    ("DELETE FROM audit_auditrecord WHERE seq = %s", [2]),
+    ("UPDATE audit_auditrecord SET hash = %s WHERE seq = 3", ["f" * 64]),
+])
+def test_both_verifiers_name_the_same_problem_in_the_same_words(mixed, tmp_path, sql, params):
+    # One set of rules (controlplane/audit/chain.py): the database's verify and the auditor's verifier
+    # of an export of that database agree on the broken record and on what is wrong with it.
+    from controlplane.audit.verify import verify_database
+
+    tamper.drop_triggers()
+    tamper.raw(sql, params)
+    stored = verify_database()
+    out = tmp_path / "audit.jsonl"
+    call_command("audit", "export", "--format", "jsonl", "--output", str(out))
+    proc = _standalone(out)
+    assert not stored.ok and proc.returncode == 1
+    stored_problem = stored.message.split("): ", 1)[1]
+    exported_problem = proc.stdout.strip().split("): ", 1)[1]
+    assert exported_problem == stored_problem, (stored.message, proc.stdout)
+    assert f"(seq {stored.broken_seq})" in proc.stdout
+
+
+def test_an_auditor_needs_only_the_script_and_the_rules_beside_it(mixed, tmp_path):
+    out = tmp_path / "audit.jsonl"
+    call_command("audit", "export", "--format", "jsonl", "--output", str(out))
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    (kit / SCRIPT.name).write_bytes(SCRIPT.read_bytes())
+    alone = subprocess.run(["/usr/bin/python3", "-I", "-S", str(kit / SCRIPT.name), str(out)],
+                           capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 2 and "chain.py" in alone.stderr and not alone.stdout
+    (kit / "chain.py").write_bytes((REPO / "controlplane" / "audit" / "chain.py").read_bytes())
+    both = subprocess.run(["/usr/bin/python3", "-I", "-S", str(kit / SCRIPT.name), str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert both.returncode == 0 and both.stdout.startswith("OK: 4 records"), both.stdout + both.stderr

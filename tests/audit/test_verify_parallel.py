@@ -1,6 +1,6 @@
 """Verifying in worker processes gives exactly the sequential verifier's result: the same first bad
 seq, message, count and head, for tampering in the first range, a middle one, the last one and at
-a seam between two ranges. Runs on PostgreSQL too (tests/ledger/test_postgres.py).
+a seam between two ranges. Runs on PostgreSQL too (tests/integration/test_on_postgresql.py).
 
 Transactional tests: the workers have their own connections and see only committed rows."""
 

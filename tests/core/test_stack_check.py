@@ -134,6 +134,16 @@ def test_a_gateway_without_its_control_plane_fails(fake):
         stack_check.check_gateway()
 
 
+def test_a_gateway_disagreeing_with_its_control_plane_fails_naming_why(fake):
+    fake("HEALTH_PORT", {"/healthz": _json(503, {
+        "ok": False, "gateway": True, "control_plane": True,
+        "disagreements": ["roster_hold_seconds is 20: it must be at least the control plane's "
+                          "ROSTER_APPROVAL_HOLD_SECONDS (60)"]})})
+    with pytest.raises(stack_check.Failed, match="settings disagree with the control plane's, so it refuses "
+                                                 "every request: roster_hold_seconds is 20"):
+        stack_check.check_gateway()
+
+
 def test_an_unstyled_admin_fails(fake):
     fake("WEB_PORT", {"/accounts/login/": (200, "text/html", b"<form>")})
     with pytest.raises(stack_check.Failed, match="stylesheet"):
@@ -151,6 +161,14 @@ def test_a_canary_answered_503_fails(fake):
     fake("GATEWAY_PORT", {"http://roster-canary.invalid/": _json(
         503, {"verdict": "deny", "reason": "control_plane_unavailable", "message": "401"})})
     with pytest.raises(stack_check.Failed, match="could not get a decision"):
+        stack_check.check_canary()
+
+
+def test_a_canary_refused_by_a_disagreeing_gateway_says_what_the_gateway_said(fake):
+    fake("GATEWAY_PORT", {"http://roster-canary.invalid/": _json(503, {
+        "verdict": "deny", "reason": "policy_error",
+        "message": "the gateway's settings disagree with the control plane's; an operator must align them"})})
+    with pytest.raises(stack_check.Failed, match="the gateway said: the gateway's settings disagree"):
         stack_check.check_canary()
 
 
@@ -226,3 +244,16 @@ def test_a_holder_whose_name_is_not_text_is_still_named(fake, monkeypatch, tmp_p
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_relay_must_answer_its_health_with_its_database(fake):
+    fake("RELAY_PORT", {"/healthz": _json(503, {"ok": False, "database": "OperationalError"})})
+    with pytest.raises(stack_check.Failed, match="relay's health answered 503"):
+        stack_check.check_relay()
+
+
+def test_a_healthy_relay_says_how_its_chat_servers_stand(fake):
+    fake("RELAY_PORT", {"/healthz": _json(200, {"ok": True, "matrix": {
+        "1": {"connected": True}, "2": {"connected": False, "error": "ConnectionError: refused"}}})})
+    said = stack_check.check_relay()
+    assert "2 chat server(s)" in said and "server 2: ConnectionError: refused" in said

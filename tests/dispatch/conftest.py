@@ -2,13 +2,6 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.fleet.services import worker_create
-
-
-@pytest.fixture
-def worker(db):
-    return worker_create("box-worker")
-
 
 @pytest.fixture
 def gateway_ca(tmp_path, settings):

@@ -97,6 +97,15 @@ def test_the_agent_finds_its_model_in_settings_not_secrets(worker, gateway_ca, s
     assert env["OPENAI_API_KEY"] == "sk-proj-sentinel"
 
 
+def test_the_box_is_told_the_proposals_name_the_gateway_answers(worker, gateway_ca, settings):
+    run, _ = run_create(worker, command=["true"])
+    assert _spec(run)[1]["environment"]["ROSTER_AGENT_PROPOSALS_URL"] == (
+        "http://proposals.roster.invalid/v1/proposals")
+    settings.ROSTER_PROPOSALS_HOST = "intake.roster.invalid"
+    assert _spec(run)[1]["environment"]["ROSTER_AGENT_PROPOSALS_URL"] == (
+        "http://intake.roster.invalid/v1/proposals")
+
+
 def test_run_dirs_are_removed(worker, gateway_ca):
     run, _ = run_create(worker, command=["true"])
     _spec(run)

@@ -91,7 +91,7 @@ def test_proactive_run_refused_at_dispatch_when_a_cap_filled_meanwhile(worker, m
     monkeypatch.setattr(running, "docker_client", lambda: pytest.fail("an over-budget run touched Docker"))
     running.run_dispatch(run.pk)
     run.refresh_from_db()
-    assert run.status == Run.Status.REFUSED and run.status_reason.startswith("over budget: worker:box-worker")
+    assert run.status == Run.Status.REFUSED and run.status_reason.startswith("over budget: worker:alpha")
 
 
 def test_dispatch_refused_when_docker_is_unreachable(worker, monkeypatch):

@@ -3,6 +3,7 @@ tests/integration/boxes/test_preflight.py)."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import docker
@@ -73,12 +74,14 @@ def health_server():
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    answer = {"status": 200}
+    answer = {"status": 200, "body": b""}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's naming
             self.send_response(answer["status"])
+            self.send_header("Content-Length", str(len(answer["body"])))
             self.end_headers()
+            self.wfile.write(answer["body"])
 
         def log_message(self, *args):
             pass
@@ -110,3 +113,17 @@ def test_gateway_must_be_healthy_and_listening_on_the_bridge(health_server, sett
     listener.close()
     with pytest.raises(PreflightRefused, match="not listening on the bridge address"):
         gateway_check(network)
+
+
+def test_a_gateway_disagreeing_with_the_control_plane_is_refused_naming_why(health_server, settings):
+    from controlplane.dispatch.preflight import gateway_check
+
+    url, answer = health_server
+    settings.ROSTER_GATEWAY_HEALTH_URL = url
+    answer.update(status=503, body=json.dumps({
+        "ok": False, "gateway": True, "control_plane": True, "disagreements": [
+            "roster_outcome_batch_max is 512: it must be at most the control plane's "
+            "ROSTER_OUTCOME_BATCH_MAX (256)"]}).encode())
+    with pytest.raises(PreflightRefused, match=r"answered 503: its settings disagree with the control "
+                                               r"plane's: roster_outcome_batch_max is 512"):
+        gateway_check(BoxNetwork("boxes", "rstbr", "127.0.0.1"))

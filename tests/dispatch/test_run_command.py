@@ -61,10 +61,10 @@ def test_start_agent_runs_the_reference_agent_on_the_task(worker, enqueued, sett
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["start", "box-worker"], "give the command after --"),
-    (["start", "box-worker", "--agent", "task", "--", "true"], "either --agent TASK or a command"),
-    (["start", "box-worker", "--agent", "  "], "--agent needs a task"),
-    (["start", "box-worker", "--timeout", "0", "--", "true"], "must be a positive number"),
+    (["start", "alpha"], "give the command after --"),
+    (["start", "alpha", "--agent", "task", "--", "true"], "either --agent TASK or a command"),
+    (["start", "alpha", "--agent", "  "], "--agent needs a task"),
+    (["start", "alpha", "--timeout", "0", "--", "true"], "must be a positive number"),
     (["start", "nobody", "--", "true"], "no worker named 'nobody'"),
     (["wait", "999"], "no run 999"),
     (["logs", "999"], "no run 999"),
@@ -87,7 +87,7 @@ def test_list_logs_and_wait(worker):
     assert header.split("\t") == ["ID", "WORKER", "ORIGIN", "STATUS", "STARTED (UTC)", "DURATION", "EXIT",
                                    "REASON", "COMMAND"]
     started_text = f"{started:%Y-%m-%d %H:%M:%S}"
-    assert row.split("\t") == [str(run.pk), "box-worker", "human", "succeeded", started_text, "1m02s", "0",
+    assert row.split("\t") == [str(run.pk), "alpha", "human", "succeeded", started_text, "1m02s", "0",
                                "-", "echo hi"]
     assert _cli("logs", str(run.pk))[0] == "hi\n"
     assert _cli("wait", str(run.pk))[0] == f"run {run.pk}: succeeded\n"

@@ -28,11 +28,6 @@ def vault_key(settings, tmp_path):
 
 
 @pytest.fixture
-def worker(db):
-    return worker_create("alpha")
-
-
-@pytest.fixture
 def other_worker(db):
     return worker_create("beta")
 

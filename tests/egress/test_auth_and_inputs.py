@@ -43,7 +43,8 @@ def test_hash_of_the_empty_token_does_not_open_the_door(gateway, settings):
 
 def test_health(gateway):
     response = gateway.get("/api/gateway/health")
-    assert response.status_code == 200 and response.json() == {"ok": True}
+    assert response.status_code == 200 and response.json()["ok"] is True
+    assert response.json()["limits"]["outcome_batch_max"] == 256
 
 
 BAD_BODIES = {

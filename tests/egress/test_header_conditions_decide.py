@@ -83,5 +83,8 @@ def test_a_masked_header_value_does_not_meet_an_allow_condition_on_approval(gate
     approval_id = _approved(gateway, token, approver, headers=headers)
     assert ["x-team", "[masked]"] in Approval.objects.get(pk=approval_id).request["headers"]
     decision = _collect(gateway, approval_id)["decision"]
-    # No grant then matches a request carrying a sentinel: the engine's deny for that is `tripwire`.
-    assert decision["verdict"] == "deny" and decision["reason"] == "tripwire" and decision["inject"] == []
+    # No grant then matches a request carrying a sentinel. The sentinel went to the host its own secret's
+    # grant names, so the deny is `no_grant` with nothing injected, not a tripwire (docs/grants.md,
+    # "Sentinels"); toward any other host it would be one.
+    assert decision["verdict"] == "deny" and decision["reason"] == "no_grant" and decision["inject"] == []
+    assert "nothing injected" in decision["message"]

@@ -20,11 +20,6 @@ from controlplane.fleet.services import (
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def worker():
-    return worker_create("alpha", description="first")
-
-
 def test_worker_create_validates_name():
     with pytest.raises(ValidationFailed) as err:
         worker_create("Not A Slug!")

@@ -2,14 +2,9 @@ import itertools
 
 import pytest
 
-from controlplane.fleet.models import Run, Worker
+from controlplane.fleet.models import Run
 
 _ids = itertools.count(1)
-
-
-@pytest.fixture
-def worker(db):
-    return Worker.objects.create(name="ledger-w")
 
 
 @pytest.fixture

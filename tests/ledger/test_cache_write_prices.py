@@ -142,8 +142,9 @@ def test_cache_write_prices_are_audited_with_the_price(admin_user):
     price.cache_write_1h_micro_per_million = 6_000_000
     caps.price_save(price, admin_user)
     changes = [json.loads(r.body)["data"] for r in AuditRecord.objects.filter(kind="grant_change")]
-    assert [(c["cache_write_micro_per_million"], c["cache_write_1h_micro_per_million"]) for c in changes] == [
-        (3_750_000, 5_000_000), (3_750_000, 6_000_000)]
+    assert [(c["after"]["cache_write_micro_per_million"], c["after"]["cache_write_1h_micro_per_million"])
+            for c in changes] == [(3_750_000, 5_000_000), (3_750_000, 6_000_000)]
+    assert changes[1]["changed"] == ["cache_write_1h_micro_per_million"]
 
 
 rates = st.integers(min_value=0, max_value=100_000_000)

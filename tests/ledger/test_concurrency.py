@@ -1,6 +1,6 @@
 """Concurrent requests never overshoot a cap: cap 100, 400 requests at concurrency 32 -> exactly 100
 allowed and the ledger holds exactly 100. Runs on SQLite here and on PostgreSQL through
-tests/ledger/test_postgres.py (same file, DATABASE_URL pointing at a real server)."""
+tests/integration/test_on_postgresql.py (same file, DATABASE_URL pointing at a real server)."""
 
 import os
 

@@ -91,7 +91,7 @@ def test_org_and_worker_caps_are_listed_apart(spread, worker, other):
     Cap.objects.create(worker=other, unit="requests", window="day", limit=1)
     assert [h.cap_id for h in cap_histories(None, NOW)] == [org.pk]
     [history] = cap_histories(worker, NOW)
-    assert history.cap_id == mine.pk and history.spent == 9000 and history.scope == "worker:ledger-w"
+    assert history.cap_id == mine.pk and history.spent == 9000 and history.scope == "worker:alpha"
 
 
 def test_a_runs_spend_by_unit_reserved_against_net(worker):

@@ -1,7 +1,7 @@
 """Token caps hold exactly under concurrency: 64 streamed model calls at a time, each reserving its worst
 case before it is forwarded, streaming with nothing held, then settling what it used. The tokens (and
 money) on the ledger never pass the cap, at any instant and at the end. Runs on SQLite here and on
-PostgreSQL through tests/ledger/test_postgres.py. Also: token spend survives a restart."""
+PostgreSQL through tests/integration/test_on_postgresql.py. Also: token spend survives a restart."""
 
 from __future__ import annotations
 

@@ -96,7 +96,7 @@ def test_token_cap_refuses_legibly_with_spent_and_reserved(worker, run):
     assert isinstance(_reserve(worker, run, "dc_a", _call(max_out=200, estimate=400)), Reservation)
     over = _reserve(worker, run, "dc_b", _call(max_out=200, estimate=400))
     assert isinstance(over, OverBudget)
-    assert over.as_dict() == {"scope": "worker:ledger-w", "unit": "tokens", "window": "day", "limit": 1000,
+    assert over.as_dict() == {"scope": "worker:alpha", "unit": "tokens", "window": "day", "limit": 1000,
                               "spent": 600, "reserved": 600}
     assert "spent 600 of 1000 tokens" in over.message and "reserve up to 600" in over.message
     assert not SpendLine.objects.filter(decision_id="dc_b").exists()
@@ -148,5 +148,6 @@ def test_price_changes_are_audited_like_grants(admin_user):
     price.output_micro_per_million = 9_000_000
     caps.price_save(price, admin_user)
     caps.price_delete(price, admin_user)
-    events = [(d["event"], d.get("output_micro_per_million")) for d in _data("grant_change")]
-    assert events == [("created", 8_000_000), ("changed", 9_000_000), ("deleted", 9_000_000)]
+    events = [(d["action"], (d["after"] or d["before"])["output_micro_per_million"])
+              for d in _data("grant_change")]
+    assert events == [("created", 8_000_000), ("updated", 9_000_000), ("deleted", 9_000_000)]

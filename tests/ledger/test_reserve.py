@@ -32,7 +32,7 @@ def test_request_cap_allows_exactly_limit_then_names_cap(worker, run, new_decisi
     assert [isinstance(r, Reservation) for r in results] == [True, True, True, False, False]
     over = results[3]
     assert isinstance(over, OverBudget)
-    assert over.as_dict() == {"scope": "worker:ledger-w", "unit": "requests", "window": "day", "limit": 3,
+    assert over.as_dict() == {"scope": "worker:alpha", "unit": "requests", "window": "day", "limit": 3,
                               "spent": 3, "reserved": 1}
     assert SpendLine.objects.filter(unit="requests").count() == 3
 
@@ -116,7 +116,7 @@ def test_spend_is_audited_in_same_transaction(worker, run, new_decision_id):
     records = [json.loads(r.body) for r in AuditRecord.objects.filter(kind="spend")]
     assert [r["data"]["op"] for r in records] == ["reserve", "settle"]
     assert records[0]["data"]["micro"] == 5 and records[1]["data"]["bytes"] == 7
-    assert records[0]["worker"] == "ledger-w" and records[0]["run"] == run.pk
+    assert records[0]["worker"] == "alpha" and records[0]["run"] == run.pk
 
 
 def test_over_budget_writes_nothing(worker, run, new_decision_id):

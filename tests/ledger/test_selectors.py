@@ -15,6 +15,6 @@ def test_exceeded_caps_and_statuses(worker, run, new_decision_id):
     for _ in range(2):
         services.reserve(worker=worker, run=run, grant_slug="g", decision_id=new_decision_id(),
                          cost_micro=10, origin="proactive")
-    assert exceeded_caps(worker) == [CapStatus("worker:ledger-w", "requests", "day", 2, 2)]
+    assert exceeded_caps(worker) == [CapStatus("worker:alpha", "requests", "day", 2, 2)]
     assert cap_statuses() == [CapStatus("org", "micro", "all", 1000, 20),
-                              CapStatus("worker:ledger-w", "requests", "day", 2, 2)]
+                              CapStatus("worker:alpha", "requests", "day", 2, 2)]

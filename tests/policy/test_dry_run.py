@@ -60,9 +60,9 @@ DRAFT = {  # docs dropped (allow -> deny), uploads granted (deny -> allow), api-
 def test_flips_each_way_grouped_by_host_and_worker(recorded, tmp_path):
     before = AuditRecord.objects.exclude(kind="dry_run").count()
     grants_before = list(Grant.objects.values_list("slug", "host", "mode").order_by("slug"))
-    from controlplane.policy import grantfiles
+    from controlplane.policy.grant_services import GRANT_FILES
 
-    specs = grantfiles.load_dir(_files(tmp_path / "draft", DRAFT)).specs
+    specs = GRANT_FILES.load_dir(_files(tmp_path / "draft", DRAFT)).specs
     report = dry_run.dry_run(dry_run.rules_from_specs(specs), days=7, actor="test", source="files")
     assert report.replayed == 3
     flips = {(c.host, c.worker, c.was, c.now) for c in report.changes}

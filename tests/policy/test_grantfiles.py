@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 
 from controlplane.audit.models import AuditRecord
 from controlplane.fleet.models import Worker
-from controlplane.policy import grantfiles
+from controlplane.policy.grant_services import GRANT_FILES
 from controlplane.policy.models import Grant
 from controlplane.vault.models import Secret
 
@@ -110,10 +110,10 @@ def test_import_is_all_or_nothing(tmp_path):
 
 
 def test_import_rolls_back_when_a_write_fails_midway(tmp_path, monkeypatch):
-    from controlplane.policy import grant_services
+    from controlplane.audit import edits
 
     calls = {"n": 0}
-    real = grant_services.audit_append
+    real = edits.audit_append
 
     def failing(*a, **k):
         calls["n"] += 1
@@ -121,9 +121,9 @@ def test_import_rolls_back_when_a_write_fails_midway(tmp_path, monkeypatch):
             raise RuntimeError("disk full")
         return real(*a, **k)
 
-    monkeypatch.setattr(grant_services, "audit_append", failing)
+    monkeypatch.setattr(edits, "audit_append", failing)
     with pytest.raises(RuntimeError):
-        grantfiles.import_dir(write(tmp_path / "g", GOOD))
+        GRANT_FILES.import_dir(write(tmp_path / "g", GOOD))
     assert not Grant.objects.exists() and not AuditRecord.objects.exists()
 
 

@@ -11,15 +11,9 @@ from django.utils import timezone
 
 from controlplane.approvals.models import Approval
 from controlplane.audit.models import AuditRecord
-from controlplane.fleet.services import worker_create
 from controlplane.policy import trial
 from controlplane.policy.engine import GrantRule
 from controlplane.policy.models import Grant
-
-
-@pytest.fixture
-def worker(db):
-    return worker_create("researcher")
 
 
 @pytest.fixture
@@ -78,13 +72,13 @@ def test_bad_urls_are_clear_errors(worker, grants, url):
 
 
 def test_cli(worker, grants, capsys):
-    call_command("grants", "test", "researcher", "get", "https://api.example.com/v1/items")
+    call_command("grants", "test", "alpha", "get", "https://api.example.com/v1/items")
     out = capsys.readouterr().out
     assert "GET https://api.example.com:443/v1/items: allow by grant api-read" in out
     with pytest.raises(CommandError, match="no worker named"):
         call_command("grants", "test", "nobody", "GET", "https://api.example.com/")
     with pytest.raises(CommandError, match="http:// or https://"):
-        call_command("grants", "test", "researcher", "GET", "file:///etc/passwd")
+        call_command("grants", "test", "alpha", "GET", "file:///etc/passwd")
 
 
 ADMIN_FORM = {
@@ -145,15 +139,15 @@ def test_bad_trial_headers_are_clear_errors(worker, json_only, headers):
 
 def test_cli_header_and_body_size(worker, json_only, capsys):
     url = "https://api.example.com/v2/send"
-    call_command("grants", "test", "researcher", "POST", url, "--header", "Content-Type: application/json",
+    call_command("grants", "test", "alpha", "POST", url, "--header", "Content-Type: application/json",
                  "--body-size", "10")
     assert "allow by grant api-json" in capsys.readouterr().out
-    call_command("grants", "test", "researcher", "POST", url, "--header", "Content-Type: application/json",
+    call_command("grants", "test", "alpha", "POST", url, "--header", "Content-Type: application/json",
                  "--header", "x-http-method-override: DELETE")
     out = capsys.readouterr().out
     assert "deny (no_grant)" in out and "x-http-method-override is absent" in out
     with pytest.raises(CommandError, match="not 'Name: value'"):
-        call_command("grants", "test", "researcher", "POST", url, "--header", "nonsense")
+        call_command("grants", "test", "alpha", "POST", url, "--header", "nonsense")
 
 
 def test_the_admin_shows_the_answer_as_a_result_panel_and_the_preview_stays_whole(worker, grants, client):

@@ -10,9 +10,9 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from controlplane.core.roles import APPROVERS, ensure_roles
-from controlplane.proposals.config_services import destination_save
+from controlplane.proposals.services import destination_save
 from controlplane.proposals.validation import validate_destination
-from tests.egress.fixtures import live_run, secret, token, vault_key, worker  # noqa: F401 - fixtures
+from tests.egress.fixtures import live_run, secret, token, vault_key  # noqa: F401 - fixtures
 
 WEBHOOK_SECRET = "whsec-real-Kq93nVb27LmX"
 SMTP_PASSWORD = "smtp-real-pass-Ht6Yp0Wq"

@@ -10,7 +10,7 @@ from controlplane.audit.models import AuditRecord
 from controlplane.audit.verify import verify_database
 from controlplane.ledger.models import Cap, SpendLine
 from controlplane.proposals.models import Proposal
-from controlplane.proposals.submit import proposal_submit
+from controlplane.proposals.services import proposal_submit
 from tests.ledger.hammer import concurrently
 
 pytestmark = pytest.mark.django_db(transaction=True)

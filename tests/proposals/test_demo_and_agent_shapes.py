@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from controlplane.dispatch import demo
-from controlplane.dispatch.demo_proposals import email_step
+from controlplane.demo import scenario as demo
+from controlplane.demo.proposals import email_step
 from controlplane.proposals.schemas import parse_proposal
 from workers.agent import net, tools
 from workers.agent.config import AgentConfig

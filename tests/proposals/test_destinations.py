@@ -9,8 +9,8 @@ from django.core.management import CommandError, call_command
 
 from controlplane.audit.models import AuditRecord
 from controlplane.core.errors import ValidationFailed
-from controlplane.proposals import destfiles
 from controlplane.proposals.models import Destination
+from controlplane.proposals.services import DESTINATION_FILES
 from controlplane.proposals.validation import validate_destination
 from controlplane.vault import services as vault_services
 
@@ -99,8 +99,8 @@ def test_one_bad_file_imports_nothing(tmp_path, secrets_present):
 def test_prune_deletes_destinations_without_file(tmp_path, secrets_present):
     for name, text in FILES.items():
         (tmp_path / name).write_text(text)
-    destfiles.import_dir(tmp_path)
+    DESTINATION_FILES.import_dir(tmp_path)
     (tmp_path / "repo.toml").unlink()
-    summary = destfiles.import_dir(tmp_path, prune=True)
+    summary = DESTINATION_FILES.import_dir(tmp_path, prune=True)
     assert summary["deleted"] == ["repo"]
     assert not Destination.objects.filter(name="repo").exists()

@@ -15,9 +15,9 @@ from django.utils import timezone
 from controlplane.audit.models import AuditRecord
 from controlplane.core.errors import ValidationFailed
 from controlplane.fleet.models import Worker
-from controlplane.proposals import expiry, previews, services
-from controlplane.proposals.config_services import trust_rule_save
+from controlplane.proposals import previews, services
 from controlplane.proposals.models import Proposal, TrustRule
+from controlplane.proposals.services import trust_rule_save
 from controlplane.proposals.tasks import expire_proposals
 from tests.proposals.servers import smtp_server, webhook_server
 
@@ -107,6 +107,13 @@ def test_identity_edit_needs_a_human_then_applies_with_a_diff_preview(gw, token,
     call_command("proposal", "decide", body["id"], "approve", "--user", approver.username, stdout=out)
     assert "executed" in out.getvalue()
     assert Worker.objects.get(pk=worker.pk).identity == "I write reports.\nI am bold."
+    # On the record like an admin's edit: under the worker, the text before and after, who approved it.
+    edit = AuditRecord.objects.get(kind="grant_change", worker_name=worker.name)
+    data = json.loads(edit.body)["data"]
+    assert (data["object"], data["action"], data["by"], data["via"]) == (
+        "worker_identity", "updated", approver.username, f"proposal {body['id']}")
+    assert data["before"] == {"identity": "I write reports.\nI am careful."}
+    assert data["after"] == {"identity": "I write reports.\nI am bold."}
 
 
 def test_cli_list_show_decide_refuse_and_errors(gw, token, make_destination):
@@ -156,7 +163,7 @@ def test_expiry_is_not_refusal(gw, token, make_destination):
         services.proposal_decide(body["id"], _approver(), approve=True, channel="web")
     assert Proposal.objects.get(pk=body["id"]).status == "expired"
     assert gw.status(token, body["id"])[1]["status"] == "expired"
-    assert expiry.proposal_expire_due() == 0
+    assert services.proposal_expire_due() == 0
     _s, later = gw.propose(token, {"kind": "webhook", "destination": "hooks", "payload": {"n": 2}})
     Proposal.objects.filter(pk=later["id"]).update(expires_at=timezone.now() - timedelta(seconds=1))
     assert expire_proposals() == 1  # the beat task

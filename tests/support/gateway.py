@@ -64,7 +64,7 @@ def _set(name: str, value: object) -> list[str]:
 
 @contextlib.contextmanager
 def gateway_process(control_plane_url: str, service_token: str, tmp_path: Path, *,
-                    allow_loopback_upstreams: bool = False, hold_seconds: int = 5,
+                    allow_loopback_upstreams: bool = False, hold_seconds: int = 60,
                     decide_timeout_ms: int = 2000, extra_options: Mapping[str, object] | None = None,
                     quiet: bool = False) -> Iterator[GatewayProcess]:
     base = Path(tmp_path) / f"gateway-{os.getpid()}-{time.monotonic_ns()}"

@@ -9,12 +9,13 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from tests.support.procs import free_port, wait_for_port
+from tests.support.procs import REPO, free_port, wait_for_port
 
 PG_BIN = Path(os.environ.get("ROSTER_PG_BIN", "/usr/lib/postgresql/15/bin"))
 PG_USER = "postgres"
@@ -67,3 +68,23 @@ def postgres_cluster(max_connections: int = 200, *, durable: bool = False,
             _run([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], timeout=30)
         time.sleep(0.1)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def rerun_on_postgresql(files: Sequence[str], *, args: Sequence[str] = (), timeout: float = 600,
+                        cwd: Path | None = None) -> str:
+    """Run test files again in a child pytest against a throwaway cluster (DATABASE_URL), and fail with
+    the child's tail unless it passed and ran on PostgreSQL (ROSTER_EXPECT_DB_VENDOR: tests/conftest.py
+    refuses to start on another database). Returns the child's output."""
+    assert available(), "PostgreSQL 15 binaries are required (scripts/bootstrap.sh installs them)"
+    # Not this run's xdist worker, test database or plugin state: the child makes its own.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ROSTER_TEST_DB"))}
+    with postgres_cluster() as url:
+        env.update(DATABASE_URL=url, ROSTER_EXPECT_DB_VENDOR="postgresql")
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *args,
+                   *files]
+        proc = subprocess.run(command, cwd=cwd or REPO, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    assert " passed" in proc.stdout and " failed" not in proc.stdout, output[-4000:]
+    return proc.stdout

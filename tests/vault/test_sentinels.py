@@ -11,6 +11,7 @@ from controlplane.vault.models import Secret
 SHAPES = {
     "openai": r"sk-proj-[A-Za-z0-9_-]{48}",
     "anthropic": r"sk-ant-api03-[A-Za-z0-9_-]{93}AA",
+    "gemini": r"AIza[A-Za-z0-9_-]{35}",
     "github": r"ghp_[A-Za-z0-9]{36}",
     "slack": r"xoxb-\d{12}-\d{13}-[A-Za-z0-9]{24}",
     "aws": r"AKIA[A-Z2-7]{16}",

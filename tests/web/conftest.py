@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group, User
 
 from controlplane.approvals.services import approval_open, request_snapshot
 from controlplane.core.roles import ADMINS, APPROVERS, AUDITORS, ensure_roles
-from controlplane.fleet.services import run_create, worker_create
+from controlplane.fleet.services import run_create
 
 PASSWORD = "correct horse battery staple"
 MARKUP_BODY = '{"note": "<b>bold</b><script>alert(1)</script><img src=x onerror=alert(2)>"}'
@@ -51,11 +51,6 @@ def admin_user(db):
 @pytest.fixture
 def nobody(db):
     return _user("eve-nobody", None)
-
-
-@pytest.fixture
-def worker(db):
-    return worker_create("researcher", description="reads the web")
 
 
 @pytest.fixture

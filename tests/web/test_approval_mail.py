@@ -38,7 +38,7 @@ def test_held_request_mails_approvers_only(people, run, settings, django_capture
     sender, recipients, content = box.messages[0]
     text = content.decode()
     assert recipients == ["ann@example.test"]
-    assert "researcher waits for approval (POST api.example.com)" in text
+    assert "alpha waits for approval (POST api.example.com)" in text
     assert "/approvals/" in text
     assert "secret-path" not in text and "BODYTEXT" not in text and "private" not in text
 

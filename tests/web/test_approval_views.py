@@ -51,7 +51,7 @@ def test_approver_sees_every_fact_of_the_held_request(approver, approval):
     html = response.content.decode()
     assert response.status_code == 200
     assert f'id="approval-{approval.pk}"' in html
-    assert "researcher" in html and f"run {approval.run_id}" in html
+    assert "alpha" in html and f"run {approval.run_id}" in html
     assert "POST" in html and "https://api.example.com/v1/post?x=1" in html
     assert "example-post" in html
     assert "private" in html  # the run's taint

@@ -24,10 +24,14 @@ def test_cap_change_audited_with_old_and_new(admin_user, worker):
     caps.cap_save(cap, admin_user)
     caps.cap_delete(cap, admin_user)
     created, changed, deleted = _data("cap_change")
-    assert created["event"] == "created" and created["old"] is None and created["new"]["limit"] == 100
-    assert changed["old"]["limit"] == 100 and changed["new"]["limit"] == 250
-    assert changed["by"] == "dave-admin" and changed["scope"] == "worker:researcher"
-    assert deleted["old"]["limit"] == 250 and deleted["new"] is None
+    assert created["action"] == "created" and created["before"] is None and created["after"]["limit"] == 100
+    assert changed["before"]["limit"] == 100 and changed["after"]["limit"] == 250
+    assert changed["changed"] == ["limit"] and changed["object"] == "cap"
+    assert changed["by"] == "dave-admin" and changed["after"]["scope"] == f"worker:{worker.name}"
+    assert deleted["before"]["limit"] == 250 and deleted["after"] is None
+    # Under the cap's worker: the auditor's worker filter finds every change of it.
+    assert set(AuditRecord.objects.filter(kind="cap_change").values_list("worker_name", flat=True)) == {
+        worker.name}
     assert not AuditRecord.objects.filter(kind="grant_change").exists()
 
 
@@ -55,7 +59,7 @@ def test_overview_and_run_show_charts_with_the_cap_line(admin_user, worker, run)
     assert client.login(username=admin_user.username, password=PASSWORD)
     html = client.get("/").content.decode()
     assert '<svg class="chart"' in html and 'class="cap-line"' in html and "cap 40" in html
-    assert 'data-name="researcher"' in html and 'data-name="allow"' in html
+    assert 'data-name="alpha"' in html and 'data-name="allow"' in html
     assert "<script" not in html.split('id="spend-chart"')[1].split("</figure>")[0]
     timeline = client.get(f"/runs/{run.pk}/").content.decode()
     assert 'id="run-decisions-chart"' in timeline and '<svg class="chart"' in timeline

@@ -30,7 +30,7 @@ def test_deny_with_comment_is_audited_and_confirmed_in_words(approver, approval)
     record = AuditRecord.objects.filter(kind="approval", verdict="refused").get()
     assert '"comment":"not during the freeze"' in record.body
     html = client.get(QUEUE).content.decode()
-    assert "Denied POST api.example.com/v1/post for researcher" in html
+    assert "Denied POST api.example.com/v1/post for alpha" in html
     assert str(approval.pk) not in html.split('id="decided-')[0]  # the confirmation names no UUID
     assert "not during the freeze" in html  # in the recently decided list
 
@@ -39,7 +39,7 @@ def test_approve_confirmation_uses_the_buttons_verb(approver, approval):
     client = _login(approver, csrf=True)
     _csrf_post(client, _decide_url(approval), {"action": "approve"})
     html = client.get(QUEUE).content.decode()
-    assert "Approved POST api.example.com/v1/post for researcher (run" in html
+    assert "Approved POST api.example.com/v1/post for alpha (run" in html
 
 
 def test_required_deny_comment_missing_changes_nothing(approver, approval, settings):

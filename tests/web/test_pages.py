@@ -51,7 +51,7 @@ def test_overview_shows_workers_live_runs_pending_and_cap_bars(approver, worker,
     Cap.objects.create(worker=None, unit="micro", window="month", limit=1000)
     reserve(worker=worker, run=run, grant_slug="g", decision_id="dc_1", cost_micro=250, origin="human")
     html = _login(approver).get(OVERVIEW).content.decode()
-    assert "researcher" in html
+    assert "alpha" in html
     assert f'href="{reverse("web:run", args=[run.pk])}"' in html
     assert '<strong id="overview-pending">1</strong>' in html
     assert '<meter min="0" max="4"' in html and 'value="1"' in html and "25%" in html

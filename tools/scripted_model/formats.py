@@ -22,7 +22,9 @@ def _id(prefix: str) -> str:
     return f"{prefix}{secrets.token_hex(8)}"
 
 
-def _usage_numbers(step: Step, request_bytes: bytes) -> tuple[int, int]:
+def usage_numbers(step: Step, request_bytes: bytes) -> tuple[int, int]:
+    """(input, output) tokens this step reports for this request, in every format: the server records
+    them too, so a test can compare what was metered with what the upstream said."""
     output = step.say + "".join(c.name + json.dumps(c.arguments) for c in step.calls)
     return estimate_tokens(request_bytes), estimate_tokens(output)
 
@@ -36,7 +38,7 @@ def sse(data: dict | str, event: str | None = None) -> bytes:
 # --- OpenAI chat completions ---
 
 def chat_completion(step: Step, model: str, request_bytes: bytes) -> dict:
-    prompt, completion = _usage_numbers(step, request_bytes)
+    prompt, completion = usage_numbers(step, request_bytes)
     message: dict = {"role": "assistant", "content": step.say or None}
     if step.calls:
         message["tool_calls"] = [
@@ -51,7 +53,7 @@ def chat_completion(step: Step, model: str, request_bytes: bytes) -> dict:
 
 def chat_completion_stream(step: Step, model: str, request_bytes: bytes,
                            include_usage: bool) -> Iterator[bytes]:
-    prompt, completion = _usage_numbers(step, request_bytes)
+    prompt, completion = usage_numbers(step, request_bytes)
     base = {"id": _id("chatcmpl-"), "object": "chat.completion.chunk", "created": int(time.time()),
             "model": model}
     if include_usage:
@@ -92,7 +94,7 @@ def _response_items(step: Step) -> list[dict]:
 
 def response_object(step: Step, model: str, request_bytes: bytes, *, items: list[dict] | None = None,
                     status: str = "completed") -> dict:
-    prompt, completion = _usage_numbers(step, request_bytes)
+    prompt, completion = usage_numbers(step, request_bytes)
     return {"id": _id("resp_"), "object": "response", "created_at": int(time.time()), "status": status,
             "model": model, "output": _response_items(step) if items is None else items,
             "usage": {"input_tokens": prompt, "output_tokens": completion,
@@ -148,14 +150,14 @@ def _stop_reason(step: Step) -> str:
 
 
 def anthropic_message(step: Step, model: str, request_bytes: bytes) -> dict:
-    prompt, completion = _usage_numbers(step, request_bytes)
+    prompt, completion = usage_numbers(step, request_bytes)
     return {"id": _id("msg_"), "type": "message", "role": "assistant", "model": model,
             "content": _anthropic_blocks(step), "stop_reason": _stop_reason(step), "stop_sequence": None,
             "usage": {"input_tokens": prompt, "output_tokens": completion}}
 
 
 def anthropic_stream(step: Step, model: str, request_bytes: bytes) -> Iterator[bytes]:
-    prompt, completion = _usage_numbers(step, request_bytes)
+    prompt, completion = usage_numbers(step, request_bytes)
     start = {"id": _id("msg_"), "type": "message", "role": "assistant", "model": model, "content": [],
              "stop_reason": None, "stop_sequence": None,
              "usage": {"input_tokens": prompt, "output_tokens": 1}}

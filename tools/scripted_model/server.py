@@ -3,7 +3,8 @@ OpenAI responses and Anthropic messages, answering from a script file. It runs o
 real provider, and accepts only requests carrying the configured key, so a test that sees `authorized`
 requests knows the gateway injected the real key (the box holds only a sentinel).
 
-Every request is recorded (path, stream, step, authorized; never the credential it carried); GET
+Every request is recorded (path, stream, step, authorized, the usage it was answered with; never the
+credential it carried); GET
 /_scripted/requests returns the records as JSON. Standard library only."""
 
 from __future__ import annotations
@@ -115,6 +116,9 @@ def _handler(model: ScriptedModel):
             turns = responses_turns(body) if api == "responses" else chat_turns(body)
             entry = {"path": route, "api": api, "stream": stream, "step": turns, "authorized": authorized,
                      "model": body.get("model")}
+            if authorized:
+                tokens_in, tokens_out = formats.usage_numbers(model.script.step(turns), raw)
+                entry["usage"] = {"input": tokens_in, "output": tokens_out}
             model.record(entry, body)
             if not authorized:
                 self._send_json(401, {"error": {"message": "Incorrect API key provided.",

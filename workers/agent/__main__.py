@@ -8,6 +8,7 @@ import argparse
 import os
 import sys
 
+from workers.agent import runinput
 from workers.agent.config import ConfigError, config_from_env
 from workers.agent.loop import MISCONFIGURED, run_agent
 
@@ -32,7 +33,7 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"roster agent: cannot start: {exc}", file=sys.stderr)
         return MISCONFIGURED
-    return run_agent(config, task).exit_code
+    return run_agent(config, task, run_input=runinput.load()).exit_code
 
 
 raise SystemExit(main(sys.argv[1:]))

@@ -11,6 +11,7 @@ from typing import TextIO
 from workers.agent import model as model_api
 from workers.agent import tools
 from workers.agent.config import AgentConfig
+from workers.agent.runinput import RunInput
 
 SYSTEM_PROMPT = (
     "You are a worker running inside a Roster box. Every request you make leaves through a gateway that "
@@ -49,13 +50,27 @@ class Transcript:
         print(line, file=self.out, flush=True)
 
 
-def run_agent(config: AgentConfig, task: str, out: TextIO = sys.stdout) -> Outcome:
+# The one line the trusted side takes the run's answer from (controlplane.dispatch.answers, rule
+# `reference`): JSON, so an answer of any shape fits on it. Every other line the agent prints starts
+# otherwise, and tool results and model text are printed flattened behind a prefix.
+ANSWER_PREFIX = "roster agent: answer "
+
+
+def run_agent(config: AgentConfig, task: str, out: TextIO = sys.stdout,
+              run_input: RunInput | None = None) -> Outcome:
     log = Transcript(out)
     mode = "streaming" if config.stream else "whole responses"
     log.say(f"roster agent: model {config.model} at {config.base_url} ({mode}); bounds {config.max_turns} "
             f"turns, {config.max_tokens} tokens")
     log.say(f"[task] {_one_line(task, 2000)}")
-    messages: list[dict] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task}]
+    user = task
+    if run_input is not None and run_input.prompt:
+        # The conversation (and notes) reach the model as the user's message, quoted with speaker and role
+        # by the trusted side; never in the system prompt.
+        user = run_input.prompt
+        log.say(f"[input] {run_input.turns} conversation turns from {run_input.channel or 'no channel'}, "
+                f"{run_input.notes} notes, as user content")
+    messages: list[dict] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
     specs = tools.tool_specs(config)
     outcome = Outcome(exit_code=BOUND_REACHED)
     while True:
@@ -104,6 +119,7 @@ def _finish(log: Transcript, outcome: Outcome) -> None:
     if outcome.exit_code == FINISHED:
         log.say("FINAL ANSWER:")
         log.say(outcome.answer)
+        log.say(ANSWER_PREFIX + json.dumps({"text": outcome.answer}, ensure_ascii=False))
     else:
         log.say(f"roster agent: {outcome.why}")
     summary = {"turns": outcome.turns, "model_calls": outcome.model_calls, "tokens": outcome.tokens,

@@ -30,8 +30,9 @@ def tool_specs(config: AgentConfig) -> list[dict]:
         _spec("write_file", "Write a text file in the workspace (replaces it).",
               {"path": text, "content": text}, ["path", "content"]),
         _spec("propose", "Propose a consequential action for a human (or an admin's rule) to approve; the "
-              "box never acts itself. kind: webhook | email | git_push | identity_edit; destination: a "
-              "name the admin defined; payload: by kind (webhook: any object; email: to, subject, body).",
+              "box never acts itself. kind: webhook | email | git_push | identity_edit | follow_up; "
+              "destination: a name the admin defined (none for follow_up); payload: by kind (webhook: any "
+              "object; email: to, subject, body; follow_up: task, work for a later run of yours).",
               {"kind": text, "destination": text, "payload": {"type": "object"}, "reason": text},
               ["kind", "payload"]),
         _spec("proposal_status", "The current state of a proposal you made (pending, approved, refused, "

@@ -1,5 +1,7 @@
 """`python3 -m workers.runtime [--] COMMAND ARGS…`: replace this process with the run's command.
-Without a command, the one named in the read-only run config (/config/run.json) is used."""
+Without a command, the one named in the read-only run config (/config/run.json) is used. A run of a
+preset first gets the preset's files in $HOME and, if it says so, the prompt on stdin
+(workers.runtime.presetfiles)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from workers.runtime import presetfiles
 
 RUN_CONFIG = Path("/config/run.json")
 # Exit codes a shell would use, so a run's failure reads the same as on a terminal.
@@ -46,6 +50,13 @@ def main(argv: Sequence[str]) -> int:
     problem = misconfiguration(dict(os.environ), os.getuid())
     if problem:
         print(f"roster runtime: refusing to start: {problem}", file=sys.stderr)
+        return EXIT_MISCONFIGURED
+    try:
+        doc = presetfiles.manifest()
+        presetfiles.set_up(doc, Path(os.environ.get("HOME") or "/workspace"))
+        presetfiles.stdin_from(doc)
+    except (presetfiles.PresetSetupError, OSError) as exc:
+        print(f"roster runtime: refusing to start: the preset's files: {exc}", file=sys.stderr)
         return EXIT_MISCONFIGURED
     try:
         os.execvp(command[0], command)  # noqa: S606 - exec the run's argv as given, no shell

@@ -4,6 +4,7 @@ the library call only; every text kept from the remote's answer has it removed f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -39,6 +40,15 @@ def credential_of(destination) -> str | None:
     return secret_reveal(destination.secret) if destination is not None and destination.secret_id else None
 
 
+# Executors other apps add (a lower app never imports a higher one): dispatch registers `follow_up` from
+# its AppConfig.ready(); memory and knowledge will register theirs the same way.
+EXECUTORS: dict[str, Callable[[object, str | None], Outcome]] = {}
+
+
+def register_executor(kind: str, runner: Callable[[object, str | None], Outcome]) -> None:
+    EXECUTORS[kind] = runner
+
+
 def perform(proposal, credential: str | None) -> Outcome:
     from controlplane.proposals.executors import git, identity, mail, webhook
 
@@ -47,5 +57,8 @@ def perform(proposal, credential: str | None) -> Outcome:
         "email": mail.send,
         "git_push": git.push,
         "identity_edit": identity.apply,
-    }[proposal.kind]
+        **EXECUTORS,
+    }.get(proposal.kind)
+    if runner is None:  # no executor for this kind in this process: nothing happens (invariant 5)
+        return Outcome(ok=False, transient=False, summary=f"no executor for {proposal.kind}")
     return runner(proposal, credential)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from controlplane.core.errors import RosterError
 from controlplane.proposals.executors import Outcome, scrub
 from controlplane.proposals.validation import branch_allowed
 
@@ -34,10 +35,13 @@ TRANSIENT_MARKERS = (
 )
 
 
-class GitFailed(Exception):
+class GitFailed(RosterError):
+    """A git step failed. Its message names the step only: git's output can echo the remote's URL or what
+    it answered, so it stays in `output`, scrubbed of the credential before it is recorded."""
+
     def __init__(self, step: str, output: str):
         self.step, self.output = step, output
-        super().__init__(f"{step}: {output}")
+        super().__init__(f"git {step} failed")
 
 
 def _git(args: list[str], cwd: Path, env: dict, stdin: bytes | None = None) -> str:

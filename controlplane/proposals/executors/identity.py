@@ -1,12 +1,18 @@
-"""An approved identity edit: the worker's identity text, replaced. Only a human approves these."""
+"""An approved identity edit: the worker's identity text, replaced. Only a human approves these. The edit
+is on the record like an admin's (controlplane.audit.edits): the text before and after, under the worker,
+by the person who approved it, via the proposal."""
 
 from __future__ import annotations
 
 from django.db import transaction
 
-from controlplane.audit.services import audit_append
+from controlplane.audit.edits import AuditedModel
 from controlplane.fleet.models import Worker
 from controlplane.proposals.executors import Outcome
+
+IDENTITY_EDITS = AuditedModel("worker_identity", name=lambda worker: worker.name,
+                              describe=lambda worker: {"identity": worker.identity},
+                              worker=lambda worker: worker.name)
 
 
 def apply(proposal, credential: str | None) -> Outcome:
@@ -16,15 +22,6 @@ def apply(proposal, credential: str | None) -> Outcome:
     with transaction.atomic():
         worker = Worker.objects.select_for_update().get(pk=proposal.worker_id)
         worker.identity = proposal.payload["identity"]
-        worker.save(update_fields=["identity"])
-        audit_append(
-            "grant_change",
-            {
-                "object": "worker_identity",
-                "worker": worker.name,
-                "proposal": str(proposal.pk),
-                "by": proposal.decided_by.get_username(),
-            },
-            worker=worker.name,
-        )
-    return Outcome(ok=True, transient=False, summary="identity updated")
+        action = IDENTITY_EDITS.save(worker, by=proposal.decided_by.get_username(),
+                                     via=f"proposal {proposal.pk}")
+    return Outcome(ok=True, transient=False, summary=f"identity {action}")

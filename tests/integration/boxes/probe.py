@@ -154,7 +154,7 @@ try:  # bring eth0 down: needs CAP_NET_ADMIN
     result["ifdown"] = "done"
 except OSError as exc:
     result["ifdown"] = f"refused: {errno.errorcode.get(exc.errno, exc.errno)}"
-for name in ("allowed", "denied", "bad_token"):
+for name in ("allowed", "denied", "denied_home", "bad_token"):
     if args.get(name):
         url = args[name]
         if name == "bad_token":

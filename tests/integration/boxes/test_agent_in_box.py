@@ -87,6 +87,9 @@ def test_agent_in_a_box_through_the_gateway(stack, settings, client, monkeypatch
     tool_results = [m["content"] for m in model.bodies[-1]["messages"] if m["role"] == "tool"]
     assert any(refusal in r for r in tool_results) and any("upstream says hello" in r for r in tool_results)
     assert "FINAL ANSWER:\nThe notes say hello; the upload was refused by policy." in run.output
+    # The trusted side took the run's answer by the reference agent's rule; the input was assembled once.
+    assert run.answer == "The notes say hello; the upload was refused by policy."
+    assert run.input_assembled and not run.carries_conversation and run.input_sha256
 
     # Model inputs were traced byte-exactly; the timeline page shows the run, its decisions and output.
     assert ModelTrace.objects.filter(run_id_ref=run.pk).count() == 4

@@ -95,7 +95,10 @@ def test_box_is_locked_and_the_gateway_is_the_only_exit(stack, docker_client, ot
             "other_box": [other_box, OTHER_BOX_PORT],
             "scan": host_listening_ports(),  # every port the host listens on, this listener's included
             "allowed": f"http://127.0.0.1:{http_port}/allowed/thing",
-            "denied": f"http://127.0.0.1:{http_port}/denied",
+            # The sentinel toward a host no grant of its secret names, and toward its own grant's host on a
+            # path that grant does not cover.
+            "denied": f"http://127.0.0.2:{http_port}/denied",
+            "denied_home": f"http://127.0.0.1:{http_port}/denied",
             "bad_token": f"http://127.0.0.1:{http_port}/allowed/thing",
             "https": f"https://127.0.0.1:{tls_port}/tls/hello",
             "sentinel_var": "ROSTER_SECRET_UPSTREAM_KEY",
@@ -146,8 +149,12 @@ def test_box_is_locked_and_the_gateway_is_the_only_exit(stack, docker_client, ot
     assert [r["headers"].get("authorization") for r in upstream.requests] == [f"Bearer {REAL_VALUE}"]
     assert all(r["path"].startswith("/allowed/") for r in upstream.requests)
     # The denied request carries the secret's sentinel to a host no grant injects it for: a tripwire
-    # (docs/grants.md), still a legible 403.
+    # (docs/grants.md), still a legible 403. Back to its own grant's host on another path it is no_grant,
+    # nothing injected, the secret named (a model host is not a tripwire for its own key).
     assert probe["denied"]["status"] == 403 and '"reason": "tripwire"' in probe["denied"]["body"]
+    assert probe["denied_home"]["status"] == 403 and '"reason": "no_grant"' in probe["denied_home"]["body"]
+    home_body = probe["denied_home"]["body"]
+    assert "'upstream-key'" in home_body and "nothing injected" in home_body
     assert probe["bad_token"]["status"] == 407
     assert probe["https"]["status"] == 200, probe["https"]  # the box trusts the gateway CA
     assert probe["curl_https"] == "200" and probe["node_ca_readable"] is True

@@ -17,8 +17,8 @@ from controlplane.dispatch.running import run_dispatch
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_create, worker_create
 from controlplane.proposals import services
-from controlplane.proposals.config_services import destination_save, trust_rule_save
 from controlplane.proposals.models import Proposal, TrustRule
+from controlplane.proposals.services import destination_save, trust_rule_save
 from controlplane.proposals.validation import validate_destination
 from tests.proposals.servers import smtp_server, webhook_server
 

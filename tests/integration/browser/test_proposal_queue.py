@@ -8,9 +8,8 @@ import time
 import httpx
 import pytest
 
-from controlplane.proposals.config_services import destination_save
 from controlplane.proposals.models import Proposal
-from controlplane.proposals.tasks import execute_once
+from controlplane.proposals.services import destination_save, execute_once
 from controlplane.proposals.validation import validate_destination
 from tests.integration.browser import harness
 from tests.proposals.servers import smtp_server

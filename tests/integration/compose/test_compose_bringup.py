@@ -94,3 +94,22 @@ def _scrape(port: int, token: str | None) -> tuple[int, str]:
         return response.status, response.read().decode()
     finally:
         conn.close()
+
+
+def test_the_relay_runs_as_its_own_service_against_postgresql(stack):
+    # The relay service answers its health on host loopback with its database (PostgreSQL) reachable.
+    import time
+
+    import httpx
+
+    port, deadline, last = int(stack.env["ROSTER_RELAY_PORT"]), time.monotonic() + 120, None
+    while time.monotonic() < deadline:
+        try:
+            last = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).json()
+        except (httpx.HTTPError, ValueError):
+            time.sleep(0.5)
+            continue
+        if last.get("ok") is True:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the relay service is not healthy after 120 s (last answer {last})")

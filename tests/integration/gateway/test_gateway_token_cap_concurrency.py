@@ -2,7 +2,7 @@
 through a real mitmdump and the decision API process, each reserving its worst case before it is
 forwarded, streaming, and settling what the upstream reported. The tokens on the ledger never pass the
 cap, sampled while the calls run and at the end; every refusal is a legible 402. Runs on the test
-database whatever it is: SQLite here, PostgreSQL through test_gateway_token_cap_postgres.py."""
+database whatever it is: SQLite here, PostgreSQL through tests/integration/test_on_postgresql.py."""
 
 from __future__ import annotations
 

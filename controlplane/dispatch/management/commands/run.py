@@ -1,7 +1,8 @@
 """`run start|wait|logs|list|cancel`: runs from the command line.
 
     run start WORKER [--proactive] [--timeout S] -- COMMAND ARGS…
-    run start WORKER --agent "TASK" [--proactive] [--timeout S]   the reference agent (workers/agent)
+    run start WORKER --agent "TASK" [--proactive] [--timeout S]   the worker's agent (its preset, chosen
+                                              with `preset use` or in the admin; default: the reference agent)
     run wait ID [--timeout S]                             exit status 0 only if the run succeeded
     run logs ID
     run list [--worker NAME] [--status STATUS] [--limit N]   newest first, one line per run
@@ -22,9 +23,8 @@ from django.utils import timezone
 
 from controlplane.core.errors import RosterError
 from controlplane.core.terminal import one_line, shell_line
-from controlplane.dispatch.box import agent_command
 from controlplane.dispatch.cancelling import run_cancel
-from controlplane.dispatch.starting import run_start
+from controlplane.dispatch.starting import run_start, run_start_agent
 from controlplane.fleet.models import Run, Worker
 from controlplane.fleet.selectors import run_get, run_list, worker_get
 
@@ -114,7 +114,8 @@ class Command(BaseCommand):
         start.add_argument("--proactive", action="store_true", help="not filed by a human: budgets gate it")
         start.add_argument("--timeout", type=int, default=None, help="seconds before the box is killed")
         start.add_argument("--agent", metavar="TASK", default=None,
-                           help="run the reference agent (python3 -m workers.agent) on this task")
+                           help="run the worker's agent (its preset; default the reference agent) on this "
+                                "task")
         start.add_argument("command", nargs="*", help="-- COMMAND ARGS…")
         wait = sub.add_parser("wait", help="wait for a run to end")
         wait.add_argument("id", type=int)
@@ -135,16 +136,18 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
 
     def do_start(self, *, worker, proactive, timeout, command, agent=None, **_):
+        if timeout is not None and timeout <= 0:
+            raise CommandError("--timeout must be a positive number of seconds")
         if agent is not None:
             if command:
                 raise CommandError("give either --agent TASK or a command after --, not both")
             if not agent.strip():
                 raise CommandError("--agent needs a task")
-            command = agent_command(agent)
+            run = run_start_agent(_worker(worker), agent, proactive=proactive, timeout=timeout, filed_by=None)
+            self.stdout.write(_line(run))
+            return
         if not command:
             raise CommandError("give the command after --, e.g. run start WORKER -- python3 -m agent")
-        if timeout is not None and timeout <= 0:
-            raise CommandError("--timeout must be a positive number of seconds")
         run = run_start(_worker(worker), command, proactive=proactive, timeout=timeout, filed_by=None)
         self.stdout.write(_line(run))
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from controlplane.core.errors import RosterError
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Worker
-from controlplane.policy import dry_run, grantfiles, trial
+from controlplane.policy import dry_run, trial
+from controlplane.policy.grant_services import GRANT_FILES
 
 
 class Command(BaseCommand):
@@ -44,24 +44,9 @@ class Command(BaseCommand):
             self._test(**options)
         elif action == "dry-run":
             self._dry_run(directory, options["days"])
-        elif action == "check":
-            loaded = grantfiles.load_dir(directory)
-            if loaded.errors:
-                raise CommandError(self._errors(loaded.errors), returncode=1)
-            self.stdout.write(f"{len(loaded.specs)} grant file(s) OK")
-        elif action == "import":
-            try:
-                summary = grantfiles.import_dir(directory, prune=options["prune"], actor="cli")
-            except grantfiles.GrantFilesInvalid as exc:
-                raise CommandError("nothing imported:\n" + self._errors(exc.errors), returncode=1) from None
-            for key, slugs in summary.items():
-                self.stdout.write(f"{key}: {len(slugs)}" + (f" ({', '.join(slugs)})" if slugs else ""))
         else:
-            try:
-                written = grantfiles.export_dir(directory)
-            except RosterError as exc:
-                raise CommandError(str(exc), returncode=1) from None
-            self.stdout.write(f"wrote {len(written)} grant file(s) to {directory}")
+            lines = GRANT_FILES.command(action, directory, prune=options.get("prune", False))
+            self.stdout.write("\n".join(lines))
 
     def _test(self, *, worker, method, url, mcp_tool, taint, header, body_size, **_):
         found = Worker.objects.filter(name=worker).first()
@@ -78,7 +63,7 @@ class Command(BaseCommand):
     def _dry_run(self, directory: Path, days: int):
         if days < 1 or days > 3660:
             raise CommandError("--days must be from 1 to 3660", returncode=1)
-        loaded = grantfiles.load_dir(directory)
+        loaded = GRANT_FILES.load_dir(directory)
         if loaded.errors:
             raise CommandError("nothing replayed:\n" + self._errors(loaded.errors), returncode=1)
         report = dry_run.dry_run(dry_run.rules_from_specs(loaded.specs), days=days, actor="cli",

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from controlplane.core.errors import RosterError
-from controlplane.proposals import destfiles
 from controlplane.proposals.models import Destination
+from controlplane.proposals.services import DESTINATION_FILES
 
 
 class Command(BaseCommand):
@@ -33,23 +32,6 @@ class Command(BaseCommand):
                     f"{dest.name}\t{dest.kind}\t{'enabled' if dest.enabled else 'disabled'}"
                     f"\t{where}\tsecret={dest.secret.name if dest.secret_id else '-'}"
                 )
-        elif action == "check":
-            specs, errors = destfiles.load_dir(directory)
-            if errors:
-                raise CommandError("\n".join(map(str, errors)), returncode=1)
-            self.stdout.write(f"{len(specs)} destination file(s) OK")
-        elif action == "import":
-            try:
-                summary = destfiles.import_dir(directory, prune=options["prune"], actor="cli")
-            except destfiles.DestinationFilesInvalid as exc:
-                raise CommandError(
-                    "nothing imported:\n" + "\n".join(map(str, exc.errors)), returncode=1
-                ) from None
-            for key, names in summary.items():
-                self.stdout.write(f"{key}: {len(names)}" + (f" ({', '.join(names)})" if names else ""))
         else:
-            try:
-                written = destfiles.export_dir(directory)
-            except RosterError as exc:
-                raise CommandError(str(exc), returncode=1) from None
-            self.stdout.write(f"wrote {len(written)} destination file(s) to {directory}")
+            lines = DESTINATION_FILES.command(action, directory, prune=options.get("prune", False))
+            self.stdout.write("\n".join(lines))
