@@ -26,4 +26,5 @@ CELERY_BEAT_SCHEDULE = {
     "expire-approvals": {"task": "controlplane.approvals.tasks.expire_approvals", "schedule": 5.0},
     "reap-runs": {"task": "controlplane.dispatch.tasks.reap_runs", "schedule": 15.0},
     "expire-proposals": {"task": "controlplane.proposals.tasks.expire_proposals", "schedule": 30.0},
+    "purge-expired-notes": {"task": "controlplane.memory.tasks.purge_expired_notes", "schedule": 3600.0},
 }

@@ -26,7 +26,7 @@ from controlplane.ledger.services import reserve
 from controlplane.ledger.totals import window_start
 from controlplane.ledger.types import OverBudget
 from controlplane.proposals import schemas
-from controlplane.proposals.models import Destination, Proposal
+from controlplane.proposals.models import NO_DESTINATION_KINDS, Destination, Proposal
 from controlplane.proposals.services.deciding import approve_by_rule
 from controlplane.proposals.services.record import record, record_refusal
 from controlplane.proposals.validation import PROPOSAL_KIND_FOR_DESTINATION, branch_allowed, recipient_allowed
@@ -87,7 +87,7 @@ def proposal_submit(token: str, raw: bytes) -> Answer:
 
 
 def _destination_for(proposal_in) -> Destination | None:
-    if proposal_in.kind in (Proposal.Kind.IDENTITY_EDIT, Proposal.Kind.FOLLOW_UP):
+    if proposal_in.kind in (Proposal.Kind.IDENTITY_EDIT, *NO_DESTINATION_KINDS):
         return None
     dest = Destination.objects.select_related("secret").filter(name=proposal_in.destination).first()
     if dest is None or not dest.enabled:
