@@ -82,3 +82,17 @@ def test_a_forgotten_note_reaches_no_later_run(worker, gateway_ca):
     note_forget(Note.objects.get(person=ANA["id"]).pk, by="admin", reason="Ana asked")
     recalled = _recalled(worker, _in("ops-room", ANA))
     assert "Ana prefers mail." not in recalled and len(recalled) == 2
+
+
+def test_the_run_timeline_names_the_notes_recalled_and_written(worker, gateway_ca, client):
+    from django.contrib.auth.models import User
+
+    by = _notes(worker)
+    run, _ = run_create(worker, command=["true"], task="Help.")
+    recalled = run_input_assemble(run, _in("ops-room", ANA)).document["notes"]
+    client.force_login(User.objects.create_superuser("root", "root@example.org", "pw-root-123456"))
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "recalled " + ", ".join(f"note {n['id']}" for n in recalled) in html
+    assert "Ana prefers mail." not in html  # the timeline names notes; their text is memory's
+    written = client.get(f"/runs/{by.pk}/").content.decode()
+    assert f"note {recalled[-1]['id']} written (person: {ANA['id']})" in written
