@@ -27,6 +27,7 @@ from controlplane.dispatch.rundirs import run_dirs_create, run_dirs_remove
 from controlplane.dispatch.runinput import conversation_of, run_input_assemble
 from controlplane.dispatch.sentinels import sentinel_environment
 from controlplane.fleet.models import Run
+from controlplane.fleet.output import output_pieces, stdout_text
 from controlplane.fleet.services import RunStateError, run_set_status
 from controlplane.fleet.tokens import token_new
 
@@ -77,6 +78,7 @@ def _run_set_unless_ended(run_id: int, status: str, reason: str, **fields) -> Ru
 
 def outcome_fields(outcome: box.BoxOutcome) -> tuple[str, str, dict]:
     fields = {"exit_code": outcome.exit_code, "output": outcome.output,
+              "output_sources": [list(item) for item in outcome.sources],
               "output_truncated": outcome.truncated, "ended_at": timezone.now()}
     if outcome.timed_out:
         return Run.Status.TIMED_OUT, "killed at the run's deadline", fields
@@ -89,12 +91,14 @@ def outcome_fields(outcome: box.BoxOutcome) -> tuple[str, str, dict]:
 
 def run_finish(run_id: int, outcome: box.BoxOutcome) -> Run | None:
     status, reason, fields = outcome_fields(outcome)
-    fields["answer"] = run_answer(Run.objects.get(pk=run_id), outcome.output)
+    # From stdout only: a line the box wrote to stderr can never split or pose as the answer.
+    stdout = stdout_text(output_pieces(outcome.output, fields["output_sources"]))
+    fields["answer"] = run_answer(Run.objects.get(pk=run_id), stdout)
     ended = run_end(run_id, status, reason, **fields)
     if ended is None:
         # Cancelled meanwhile: keep what the box printed; the status and its audit record stand.
-        Run.objects.filter(pk=run_id).update(output=outcome.output, output_truncated=outcome.truncated,
-                                             exit_code=outcome.exit_code)
+        Run.objects.filter(pk=run_id).update(output=outcome.output, output_sources=fields["output_sources"],
+                                             output_truncated=outcome.truncated, exit_code=outcome.exit_code)
     return ended
 
 

@@ -70,6 +70,9 @@ class Run(models.Model):
     box_host = models.CharField(max_length=64, blank=True, default="")
     exit_code = models.IntegerField(null=True, blank=True)
     output = models.TextField(blank=True)
+    # Where each part of `output` came from, in arrival order: [["stdout" | "stderr", characters], ...]
+    # (controlplane.dispatch.boxoutput.output_pieces reads the two together); [] for a run stored before.
+    output_sources = models.JSONField(default=list, blank=True)
     output_truncated = models.BooleanField(default=False)
     # The agent's final answer, taken on the trusted side from the output by the run's answer rule
     # (controlplane.dispatch.answers); "" when the rule found none. Content from the box: untrusted.
