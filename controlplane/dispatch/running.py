@@ -89,6 +89,18 @@ def outcome_fields(outcome: box.BoxOutcome) -> tuple[str, str, dict]:
     return Run.Status.FAILED, f"exit code {outcome.exit_code}", fields
 
 
+def box_address_record(run_id: int, container, network_name: str) -> None:
+    """Record the started box's address on the locked network: the run's token is accepted only from
+    there (docs/wire.md, "A token is bound to its box"). Docker assigns it at start, so until this write
+    lands (milliseconds) the box's own requests are refused too (bad_token, audited), never let through."""
+    container.reload()
+    networks = container.attrs.get("NetworkSettings", {}).get("Networks", {}) or {}
+    address = (networks.get(network_name) or {}).get("IPAddress") or None
+    if address is None:
+        raise RuntimeError(f"the box has no address on {network_name}")
+    Run.objects.filter(pk=run_id).update(box_address=address)
+
+
 def run_finish(run_id: int, outcome: box.BoxOutcome) -> Run | None:
     status, reason, fields = outcome_fields(outcome)
     # From stdout only: a line the box wrote to stderr can never split or pose as the answer.
@@ -147,6 +159,7 @@ def run_dispatch(run_id: int) -> None:
         container = client.containers.create(**kwargs)
         collector = box.box_output_collector(container)  # before start: no output can be missed
         container.start()
+        box_address_record(run_id, container, network.name)  # first: its token works from there only
         started = timezone.now()
         log.info("run %s: box up %.0f ms after claim", run_id, 1000 * (time.monotonic() - claimed_at))
         deadline = started + timedelta(seconds=run.timeout_seconds)
