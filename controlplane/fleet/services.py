@@ -22,8 +22,8 @@ TERMINAL_STATUSES = frozenset(s for s in Run.Status.values if s not in Run.LIVE_
 # Fields a status change may set alongside the status. token_hash, taint and untrusted are not here:
 # they change only through their own rules (revocation, never-lowering taint).
 RUN_STATUS_FIELDS = frozenset(
-    {"started_at", "ended_at", "deadline", "exit_code", "output", "output_truncated", "image_id",
-     "container_id", "answer"}
+    {"started_at", "ended_at", "deadline", "exit_code", "output", "output_sources", "output_truncated",
+     "image_id", "container_id", "answer"}
 )
 
 

@@ -9,7 +9,7 @@ from mitmproxy import http
 from roster_gateway import metrics, model_flow, proposals, shapes
 from roster_gateway.client import ControlPlaneDown
 from roster_gateway.decoding import narrow_accept_encoding
-from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
+from roster_gateway.facts import client_address, decide_payload, strip_proxy_headers, token_from_header
 from roster_gateway.mcp import MalformedBody, mcp_calls
 from roster_gateway.responses import deny_flow
 from roster_gateway.scrub import scrubber_for
@@ -46,8 +46,8 @@ async def judge_request(steps: Steps, flow: http.HTTPFlow, state: ConnState) -> 
     except ControlPlaneDown as exc:
         deny_flow(flow, 503, "control_plane_unavailable", str(exc))
         return
-    payload = decide_payload(flow.request, token=token or "", scheme=scheme, mcp=mcp,
-                             preview_bytes=config.body_preview_bytes,
+    payload = decide_payload(flow.request, token=token or "", client=client_address(flow), scheme=scheme,
+                             mcp=mcp, preview_bytes=config.body_preview_bytes,
                              sentinels=finder.found_in_request(flow.request, config.max_body_bytes))
     model_flow.note_request(flow, body, payload)
     decision = await steps.judge(flow, payload, token)

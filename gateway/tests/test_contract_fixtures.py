@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from roster_gateway import model_flow
-from roster_gateway.facts import decide_payload
+from roster_gateway.facts import client_address, decide_payload
 from roster_gateway.mcp import mcp_calls
 from roster_gateway.sentinels import SentinelFinder
 from roster_gateway.usage import Usage
@@ -50,12 +50,14 @@ def test_gateway_builds_the_fixture_decide_request(name):
     mcp = mcp_calls(flow.request.headers.get("content-type", ""), body)
     # The fixtures' sentinel is the only one the control plane knows in them.
     found = SentinelFinder([SENTINEL]).found_in_request(flow.request, 1 << 20)
-    payload = decide_payload(flow.request, token=expected["token"], scheme=expected["scheme"], mcp=mcp,
+    flow.client_conn.peername = (expected["client"], 43210)  # the box's end of the connection
+    payload = decide_payload(flow.request, token=expected["token"], client=client_address(flow),
+                             scheme=expected["scheme"], mcp=mcp,
                              preview_bytes=4096, sentinels=found)
     model_flow.note_request(flow, body, payload)
     assert set(payload) == set(expected)
     assert payload.get("model_call") == expected.get("model_call")
-    keys = ["token", "method", "scheme", "host", "port", "path", "mcp", "body_size", "body_sha256",
+    keys = ["token", "client", "method", "scheme", "host", "port", "path", "mcp", "body_size", "body_sha256",
             "body_preview"]
     for key in keys:
         assert payload[key] == expected[key], key

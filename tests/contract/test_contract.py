@@ -44,6 +44,7 @@ SCENARIOS = {
     "decide_deny_over_budget": lambda c: (c.make_grant(), Cap.objects.create(
         worker=c.run.worker, unit="requests", window="day", limit=1), c.gateway.decide(c.body)),
     "decide_deny_bad_token": lambda c: c.make_grant(),
+    "decide_deny_bad_token_address": lambda c: c.make_grant(),
     "decide_deny_policy_error": lambda c: (c.make_grant(), c.make_grant(slug="broken", host="[bad")),
 }
 
