@@ -54,6 +54,11 @@ AGENT_TOOLS: dict[str, AgentTools] = {
     # no separate file-write tool (it writes with the shell), so the write is a shell here-document.
     "codex": AgentTools(write=lambda path, content: _call("exec_command", cmd=_shell_write(path, content)),
                         command=lambda line: _call("exec_command", cmd=line)),
+    # OpenCode 1.18: `write` (`filePath`, absolute; `content`) and `bash` (`command`), as the request's
+    # `tools` declare them.
+    "opencode": AgentTools(
+        write=lambda path, content: _call("write", filePath=f"{WORKSPACE}/{path}", content=content),
+        command=lambda line: _call("bash", command=line)),
 }
 
 
