@@ -148,6 +148,7 @@ class DecideOut(Strict):
     approval_id: str | None
     hold_seconds: int
     budget: BudgetOut | None
+    wire: Literal["openai-chat", "openai-responses", "anthropic-messages", "gemini"] | None
 
 
 class WaitIn(Strict):

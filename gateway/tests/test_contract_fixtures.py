@@ -177,3 +177,16 @@ async def test_held_request_refused_with_a_comment_returns_it_to_the_box(gw, cp)
     assert body["reason"] == "approval_refused"
     assert body["comment"] == "not during the release freeze"
     assert body["message"].endswith(": not during the release freeze")
+
+
+async def test_a_model_host_refusal_reaches_the_box_in_its_providers_shape(gw, cp):
+    fixture = FIXTURES["decide_deny_model_host"]
+    cp.decide = fixture["response"]
+    flow = make_flow(host="93.184.216.34", token="rt_fixture", path=fixture["request"]["path"])
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    body = json.loads(flow.response.content)
+    assert body["type"] == "error" and body["error"]["type"] == "roster_no_grant"
+    assert fixture["response"]["message"] in body["error"]["message"]
+    assert (body["verdict"], body["reason"]) == ("deny", "no_grant")
+    assert flow.response.headers["x-should-retry"] == "false"

@@ -35,6 +35,8 @@ SCENARIOS = {
                                                   schemes=[], tunnel=True),
     "decide_ask": lambda c: c.make_grant(mode="ask"),
     "decide_deny_no_grant": lambda c: c.make_grant(),
+    "decide_deny_model_host": lambda c: c.make_grant(slug="anthropic", host="api.anthropic.com",
+                                                     paths=["/v1/messages"], wire="anthropic-messages"),
     "decide_deny_tripwire": lambda c: (c.secret, c.make_grant(slug="example", host="example.com")),
     "decide_deny_tripwire_body": lambda c: (c.secret, c.make_grant(slug="example", host="example.com")),
     "decide_deny_grant_expired": lambda c: c.make_grant(expires_at=timezone.now() - timedelta(days=1)),
