@@ -3,6 +3,7 @@ worker, and a summary read from the records (a CONNECT's tunnel check is not a r
 
 from __future__ import annotations
 
+from controlplane.agents.models import WorkerAgent
 from controlplane.audit.services import audit_append
 from controlplane.demo import scenario as demo
 from controlplane.demo.report import run_facts, summary_line
@@ -26,6 +27,9 @@ def test_setup_gives_the_demo_worker_exactly_its_three_grants(db):
     assert (model.host, model.port, model.paths) == ("127.0.0.1", 18091, ["/v1/chat/completions"])
     assert by_slug[demo.ASK_GRANT].mode == Grant.Mode.ASK and by_slug[demo.DOCS_GRANT].mode == Grant.Mode.AUTO
     assert Secret.objects.get(name=demo.MODEL_SECRET).kind == "openai"
+    agent = WorkerAgent.objects.get(worker=worker)  # what the relay starts for a room's message
+    assert (agent.preset.slug, agent.model, agent.base_url) == (
+        "reference", demo.SCRIPTED_MODEL, "http://127.0.0.1:18091/v1")
     assert Destination.objects.get(name=demo.DESTINATION).url == "http://127.0.0.1:18094/hook"
     demo.demo_setup(PORTS, "sk-demo-another")  # idempotent: a second demo reuses the worker
     assert Grant.objects.filter(worker=worker).count() == 3
@@ -49,5 +53,34 @@ def test_the_summary_comes_from_the_records(db):
     facts = run_facts(run, demo.MODEL_GRANT)
     assert [d["method"] for d in facts.decisions] == ["POST", "POST", "GET", "GET"]
     assert summary_line(facts, True) == (
-        "demo: 2 model calls, 1234 tokens metered, 3 allowed, 1 denied, 1 proposals executed, audit OK")
+        "demo: 2 model calls, 1234 tokens metered, 3 allowed, 1 denied, 1 proposals executed, "
+        "0 chat messages relayed, 0 chat approvals, audit OK")
     assert summary_line(facts, False).endswith("audit BROKEN")
+
+
+def test_chat_counts_come_from_the_run_s_records_only(db):
+    """Messages given to the run and its reply's delivered parts are relayed messages; only decisions made
+    from an approvers' room (channel chat) are chat approvals, and another run's records count for nothing."""
+    worker = worker_create(demo.WORKER)
+    run, _ = run_create(worker, command=["true"])
+    other, _ = run_create(worker, command=["true"])
+
+    def record(kind, data, on=run):
+        audit_append(kind, data, run=on, worker=worker)
+
+    record("message", {"event": "received", "channel": "demo-room", "message": 1})  # no run yet
+    record("message", {"event": "started_run", "channel": "demo-room", "message": 1, "run": run.pk})
+    record("message", {"event": "joined_run", "channel": "demo-room", "message": 2, "run": run.pk})
+    record("delivery", {"event": "opened", "run": run.pk, "parts": 3})
+    record("delivery", {"event": "delivered", "run": run.pk, "channel": "demo-room", "parts": 3})
+    record("approval", {"approval": "a1", "event": "decided", "channel": "chat", "status": "approved"})
+    record("approval", {"approval": "a2", "event": "decided", "channel": "web", "status": "approved"})
+    record("proposal", {"proposal": "p1", "event": "decided", "channel": "chat", "status": "approved"})
+    record("proposal", {"proposal": "p2", "event": "decided", "channel": "rule", "status": "approved"})
+    record("chat_approval", {"event": "ignored", "why": "not allowlisted", "channel": "chat"})
+    record("message", {"event": "started_run", "message": 3, "run": other.pk}, on=other)
+    record("approval", {"approval": "a3", "event": "decided", "channel": "chat"}, on=other)
+    facts = run_facts(run, demo.MODEL_GRANT)
+    assert (facts.chat_messages, facts.chat_approvals) == (5, 2)
+    assert ", 5 chat messages relayed, 2 chat approvals, audit OK" in summary_line(facts, True)
+    assert run_facts(other, demo.MODEL_GRANT).chat_approvals == 1
