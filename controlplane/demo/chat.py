@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 from django.conf import settings
+from django.core.exceptions import ValidationError
 
 from controlplane.conversations.config_services import config_save
 from controlplane.conversations.models import (
@@ -98,7 +99,10 @@ def _save_channel(name: str, worker: Worker, server: ChatServer, room_id: str, p
     channel = Channel.objects.filter(name=name).first() or Channel(name=name)
     channel.kind, channel.purpose, channel.worker = Channel.Kind.MATRIX, purpose, worker
     channel.server, channel.room_id, channel.enabled = server, room_id, True
-    config_save(channel, actor=ACTOR)
+    try:
+        config_save(channel, actor=ACTOR)
+    except ValidationError as exc:
+        raise ChatFailed(f"the channel {name} for room {room_id} was refused: {exc.messages}") from None
     return channel
 
 
