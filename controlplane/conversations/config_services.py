@@ -13,7 +13,6 @@ from django.db import transaction
 from controlplane.audit.services import audit_append
 from controlplane.conversations.models import Channel, ChatIdentity, ChatServer
 
-
 # A room id: `!opaque:server` up to room version 11; from version 12 (the default of the Synapse that the
 # tests and the demo run) the unpadded URL-safe base64 of the create event's hash, with no server part.
 ROOM_ID = re.compile(r"![^:\s]+:[^\s]+|![A-Za-z0-9_-]{43}")

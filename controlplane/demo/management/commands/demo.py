@@ -78,7 +78,10 @@ class Command(BaseCommand):
                 self.say(f"note: org-wide grants also apply to every worker: {', '.join(others)}")
             approver = scenario.demo_approver()
             self.say("starting Synapse for the demo (tools/synapse; the stack's relay connects to it)")
+            chat_began = time.monotonic()
             with demo_chat.demo_chat(worker, approver, Path(synapse_dir)) as chat:
+                self.say(f"Synapse {chat.synapse.url} up, the relay synced and in both rooms in "
+                         f"{time.monotonic() - chat_began:.0f} s")
                 self.say(f"demo room {chat.room.room_id} (channel {chat.room.name}, Ana and the bot "
                          f"{chat.bot.user_id}); approvers' room {chat.approvers.room_id} (channel "
                          f"{chat.approvers.name}, {chat.approver.user_id} linked to "
@@ -97,17 +100,17 @@ class Command(BaseCommand):
         self.say()
         for line in report_lines(run, facts, timeline):
             self.say(line)
-        self.say("")
-        self.say("== the demo room (Matrix, as its members see it)")
-        self.say(f"  Ana: {scenario.TASK}")
-        for text in room:
-            self.say(f"  Roster: {text}")
         authorized = sum(1 for r in received if r["authorized"])
         self.say(f"  the model server received {len(received)} requests, {authorized} with the real key "
                  "(injected by the gateway; the box held only the sentinel)")
         self.say(f"  the team-chat webhook received {len(posted)} post(s) from the trusted side's executor")
         for line in demo_proposals.report_lines(run, len(posted), len(mailed)):
             self.say(line)
+        self.say("")
+        self.say("== the demo room (Matrix, as its members see it; the reply delivered by the relay)")
+        self.say(f"  Ana: {scenario.TASK}")
+        for text in room:
+            self.say(f"  Roster: {text}")
         self.say("")
         self.say("== audit verify")
         result = verify_database()
