@@ -96,7 +96,14 @@ def _save_server(synapse: Homeserver, bot: MatrixUser) -> ChatServer:
 
 
 def _save_channel(name: str, worker: Worker, server: ChatServer, room_id: str, purpose: str) -> Channel:
-    channel = Channel.objects.filter(name=name).first() or Channel(name=name)
+    channel = Channel.objects.filter(name=name).first()
+    if channel is not None and purpose == Channel.Purpose.CONVERSATION:
+        # A run's input carries its channel's recent turns: last demo's room must not be this one's
+        # history. Its messages stay on record, under a retired, disabled channel.
+        channel.name, channel.enabled = f"{name}-{channel.pk}", False
+        config_save(channel, actor=ACTOR)
+        channel = None
+    channel = channel or Channel(name=name)
     channel.kind, channel.purpose, channel.worker = Channel.Kind.MATRIX, purpose, worker
     channel.server, channel.room_id, channel.enabled = server, room_id, True
     try:

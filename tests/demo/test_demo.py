@@ -84,3 +84,31 @@ def test_chat_counts_come_from_the_run_s_records_only(db):
     assert (facts.chat_messages, facts.chat_approvals) == (5, 2)
     assert ", 5 chat messages relayed, 2 chat approvals, audit OK" in summary_line(facts, True)
     assert run_facts(other, demo.MODEL_GRANT).chat_approvals == 1
+
+
+def test_each_demo_gets_a_fresh_conversation_channel_and_the_last_one_is_retired(db, settings, tmp_path):
+    """A run's input carries its channel's recent turns: the last demo's room (another Synapse, gone) must
+    not become this demo's history. The approvers' room channel is simply pointed at the new room."""
+    from controlplane.conversations.models import Channel, ChatServer, Message
+    from controlplane.demo import chat
+    from controlplane.vault.services import secret_set
+
+    settings.ROSTER_VAULT_KEY_FILE = tmp_path / "vault.key"
+    worker = worker_create(demo.WORKER)
+    server = ChatServer.objects.create(name=chat.SERVER, homeserver_url="http://127.0.0.1:1",
+                                       bot_user_id="@roster-bot-1:roster.test",
+                                       access_token=secret_set(chat.BOT_SECRET, "syt_made_up_token_1234"))
+    first = chat._save_channel(chat.ROOM, worker, server, "!old:roster.test", Channel.Purpose.CONVERSATION)
+    approvers = chat._save_channel(chat.APPROVERS_ROOM, worker, server, "!a1:roster.test",
+                                   Channel.Purpose.APPROVALS)
+    Message.objects.create(channel=first, direction="in", external_id="$e1", speaker_id="@ana:roster.test",
+                           role="member", sent_at="2026-01-01T00:00:00Z", text="last demo's question")
+    second = chat._save_channel(chat.ROOM, worker, server, "!new:roster.test", Channel.Purpose.CONVERSATION)
+    again = chat._save_channel(chat.APPROVERS_ROOM, worker, server, "!a2:roster.test",
+                               Channel.Purpose.APPROVALS)
+    first.refresh_from_db()
+    assert (first.name, first.enabled) == (f"{chat.ROOM}-{first.pk}", False)
+    assert first.room_id == "!old:roster.test"  # its messages stay where they were said
+    assert second.pk != first.pk and (second.name, second.enabled) == (chat.ROOM, True)
+    assert not Message.objects.filter(channel=second).exists()
+    assert again.pk == approvers.pk and again.room_id == "!a2:roster.test"
