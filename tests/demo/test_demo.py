@@ -3,6 +3,8 @@ worker, and a summary read from the records (a CONNECT's tunnel check is not a r
 
 from __future__ import annotations
 
+import pytest
+
 from controlplane.agents.models import WorkerAgent
 from controlplane.audit.services import audit_append
 from controlplane.demo import scenario as demo
@@ -112,3 +114,14 @@ def test_each_demo_gets_a_fresh_conversation_channel_and_the_last_one_is_retired
     assert second.pk != first.pk and (second.name, second.enabled) == (chat.ROOM, True)
     assert not Message.objects.filter(channel=second).exists()
     assert again.pk == approvers.pk and again.room_id == "!a2:roster.test"
+
+
+def test_a_relay_that_does_not_answer_is_named_with_where_to_look(settings):
+    from controlplane.demo import chat
+    from tools.synapse.homeserver import _free_port
+
+    settings.ROSTER_RELAY_PORT = _free_port()  # nothing listens there
+    with pytest.raises(chat.ChatFailed, match=r"the relay does not answer on .*var/log/relay.log"):
+        chat._relay_health()
+    with pytest.raises(chat.ChatFailed, match=r"the thing did not happen within 0 s; see var/log/relay.log"):
+        chat.wait_for(lambda: None, "the thing", 0.1)
