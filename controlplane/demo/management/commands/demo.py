@@ -134,9 +134,12 @@ class Command(BaseCommand):
         shown: set = set()
         while run.is_live or Proposal.objects.filter(run=run, status__in=UNSETTLED).exists():
             if time.monotonic() > deadline:
-                waiting = [what for what in self._held(run, chat) if what[0] not in shown]
-                why = f"; not posted to the approvers' room: {waiting[0][1]}" if waiting else ""
-                raise CommandError(f"run {run.pk} still {run.status} after {limit:.0f} s{why}")
+                held = self._held(run, chat)
+                unposted = [what for key, what, _, post in held if not post]
+                why = (f"; not posted to the approvers' room: {', '.join(unposted)}" if unposted
+                       else f"; nobody decided: {', '.join(what for _, what, _, _ in held)}" if held else "")
+                state = f"still {run.status}" if run.is_live else f"{run.status}, its proposals unsettled,"
+                raise CommandError(f"run {run.pk} {state} after {limit:.0f} s{why}")
             for key, what, expires_at, post in self._held(run, chat):
                 if key in shown or (auto_approve and not post):
                     continue  # the relay posts it within a poll or two
