@@ -21,11 +21,13 @@ from controlplane.policy.engine import GrantRule
 from controlplane.policy.models import Grant
 
 pytestmark = pytest.mark.django_db
+BOX = "10.89.0.2"  # the run's box on the locked network: its token is accepted from there only
 
 
 def _ask(token: str, method: str, host: str, path: str) -> str:
-    answer = decide(EgressRequest(token=token, method=method, scheme="https", host=host, port=443, path=path,
-                                  headers=(), body_size=0, body_sha256="", body_preview="", mcp=()))
+    answer = decide(EgressRequest(token=token, client=BOX, method=method, scheme="https", host=host, port=443,
+                                  path=path, headers=(), body_size=0, body_sha256="", body_preview="",
+                                  mcp=()))
     return str(answer.decision.verdict)
 
 
@@ -35,6 +37,7 @@ def recorded():
     worker = worker_create("researcher")
     run, token = run_create(worker, command=["x"])
     run_set_status(run.pk, Run.Status.RUNNING)
+    Run.objects.filter(pk=run.pk).update(box_address=BOX)
     Grant.objects.create(slug="docs", worker=worker, host="docs.example.com", methods=["GET"], mode="auto")
     Grant.objects.create(slug="api-post", worker=worker, host="api.example.com", methods=["POST"], mode="ask")
     verdicts = [_ask(token, "GET", "docs.example.com", "/guide"),
