@@ -21,6 +21,8 @@ KINDS = frozenset({
     "run_input", "message", "delivery", "chat_approval", "channel_change",
     # Presets and workers' agent settings (controlplane.agents): created, changed, deleted.
     "agent_change",
+    # The vault key's rotation (controlplane.vault.rotation): started, resumed, finished; key ids only.
+    "vault_key",
 })
 # Column widths of the indexed copies (AuditRecord); checked here so SQLite and PostgreSQL agree.
 _MAX_WORKER, _MAX_VERDICT, _MAX_REASON = 64, 16, 32
