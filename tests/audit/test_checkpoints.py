@@ -43,7 +43,7 @@ def _rechain_from(first_seq: int) -> None:
     chain alone is sound again: what an attacker with the database and the hashing rules can do."""
     prev = AuditRecord.objects.get(seq=first_seq - 1).hash
     rows = list(AuditRecord.objects.filter(seq__gte=first_seq).order_by("seq").values_list("seq", "body"))
-    tamper.raw("UPDATE audit_auditrecord SET hash = 'x' || hash WHERE seq >= %s", [first_seq])
+    tamper.raw("UPDATE audit_auditrecord SET hash = upper(hash) WHERE seq >= %s", [first_seq])
     for seq, body in rows:
         obj = json.loads(body)
         obj["prev"] = prev_hash = prev

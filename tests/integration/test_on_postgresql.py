@@ -29,7 +29,7 @@ SUITES = {
         "tests/ledger/test_cache_write_prices.py", "tests/ledger/test_reserve.py",
         "tests/ledger/test_history.py", "tests/ledger/test_selectors.py",
         "tests/audit/test_chain_concurrency.py", "tests/audit/test_triggers.py",
-        "tests/audit/test_rewrite_paths.py", "tests/audit/test_verify.py",
+        "tests/audit/test_rewrite_paths.py", "tests/audit/test_checkpoints.py", "tests/audit/test_verify.py",
         "tests/audit/test_verify_parallel.py", "tests/audit/test_append.py", "tests/audit/test_edits.py",
         "tests/core/test_transaction_memo.py",
     ],
