@@ -157,6 +157,11 @@ def test_the_beat_schedule_makes_checkpoints():
     _append(2)
     assert checkpoint() == 2 and AuditRecord.objects.filter(kind="checkpoint").count() == 1
 
+    from controlplane.celery import app
+
+    app.loader.import_default_modules()
+    assert "controlplane.audit.tasks.checkpoint" in app.tasks
+
 
 def _export(tmp_path, drop_last: int = 0):
     path = tmp_path / "audit.jsonl"

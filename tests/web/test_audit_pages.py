@@ -129,6 +129,19 @@ def test_verify_records_who_and_result(auditor, records):
     assert "Verified" in html and f"{len(records)} records checked" in html
 
 
+def test_verify_checks_against_the_latest_signed_checkpoint(auditor, records):
+    from django.core.management import call_command
+
+    from tests.audit import tamper
+
+    call_command("audit", "checkpoint")
+    tamper.drop_triggers()
+    tamper.raw("DELETE FROM audit_auditrecord WHERE seq > 1")  # a clean cut: the chain alone is sound
+    _login(auditor).post(VERIFY)
+    check = ChainCheck.objects.get()
+    assert not check.ok and "records were removed from the end" in check.message
+
+
 def test_verify_reports_a_broken_chain(auditor, records, monkeypatch):
     from controlplane.audit import verify
 
