@@ -134,7 +134,31 @@ def child_main(args: list[str]) -> None:
             verified = verify_database(workers=workers)
             result[name] = {"seconds": time.perf_counter() - started, "verified": verified.checked,
                             "ok": verified.ok, "workers": work.workers if work else 1}
+        result["checkpoint"] = _checkpoint_cost()
     print(json.dumps(result))
+
+
+def _checkpoint_cost() -> dict:
+    """One Ed25519 signature of a checkpoint statement, and a whole `audit checkpoint` (which verifies
+    the chain first) on the benchmark chain; key and log in a throwaway directory."""
+    from django.conf import settings
+
+    from controlplane.audit import checkpoints
+    from controlplane.audit.checkpoint_format import canonical
+
+    tmp = Path(tempfile.mkdtemp(prefix="roster-bench-checkpoint-"))
+    settings.ROSTER_AUDIT_CHECKPOINT_KEY_FILE = tmp / "checkpoint.key"
+    settings.ROSTER_AUDIT_CHECKPOINT_LOG = tmp / "checkpoints.jsonl"
+    started = time.perf_counter()
+    statement = checkpoints.make_checkpoint(by="bench")
+    whole = time.perf_counter() - started
+    key = checkpoints._load_key()
+    signs = 2000
+    started = time.perf_counter()
+    for _ in range(signs):
+        key.sign(canonical(statement))
+    return {"sign_us": (time.perf_counter() - started) / signs * 1e6, "whole_seconds": whole,
+            "seq": statement["seq"]}
 
 
 # --- parent side ---
@@ -149,6 +173,10 @@ def _rows(result: dict, db: str) -> list[tuple[str, str]]:
                      f"{'es' if run['workers'] > 1 else ''}",
                      f"{run['seconds']:.1f} s ({run['verified'] / run['seconds']:,.0f} records/s, "
                      f"{'OK' if run['ok'] else 'BROKEN'})"))
+    cp = result["checkpoint"]
+    rows.append((f"checkpoint signature, Ed25519 ({db})", f"{cp['sign_us']:.0f} µs"))
+    rows.append((f"audit checkpoint of {cp['seq']:,} records ({db}, verify + sign + log + record)",
+                 f"{cp['whole_seconds']:.1f} s"))
     return rows
 
 

@@ -6,4 +6,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
 app = Celery("controlplane")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["controlplane.dispatch", "controlplane.approvals", "controlplane.proposals"])
+app.autodiscover_tasks(["controlplane.dispatch", "controlplane.approvals", "controlplane.proposals",
+                        "controlplane.audit"])

@@ -6,6 +6,8 @@ its hash, and each body's prev must be the previous record's hash, from 32 zero 
     python3 verify_audit_export.py audit.jsonl            # a full export: seq 1, 2, 3, ... no gaps
     python3 verify_audit_export.py --partial audit.jsonl  # a filtered export: links checked where seqs touch
     python3 verify_audit_export.py --anchor 1000:<hash> audit.jsonl  # must still hold that record
+    python3 verify_audit_export.py --checkpoint audit-checkpoints.jsonl \
+        --public-keys audit-checkpoint.key.pub audit.jsonl  # must hold the latest checkpoint's record
 
 Prints OK with the count and the head as SEQ:HASH, or the first broken line and what is wrong;
 exits 1 if broken, 2 if it could not be checked. A file over 4 MB is checked on every CPU (--workers N
@@ -13,7 +15,10 @@ to choose: two worker processes per CPU): the per-line checks run in the workers
 are followed here in file order, so the answer is the same as with --workers 1.
 
 The rules themselves are the control plane's own (controlplane/audit/chain.py, standard library only),
-loaded by path: from this checkout, or from a chain.py copied beside this file."""
+loaded by path: from this checkout, or from a chain.py copied beside this file; so are the checkpoint
+rules (checkpoint_format.py). The standard library has no Ed25519: a checkpoint's signature is checked
+with the `cryptography` package when it can be imported; without it the check stops (exit 2) unless
+--unsigned-checkpoint accepts checking the checkpoint's position only, which the answer then says."""
 
 from __future__ import annotations
 
@@ -28,23 +33,22 @@ import sys
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
-CHAIN_PATHS = (_HERE / "chain.py", _HERE.parent / "controlplane" / "audit" / "chain.py")
 
 
-def _load_chain():
-    for path in CHAIN_PATHS:
+def _load(filename: str, module_name: str):
+    for path in (_HERE / filename, _HERE.parent / "controlplane" / "audit" / filename):
         if path.is_file():
-            spec = importlib.util.spec_from_file_location("roster_audit_chain", path)
+            spec = importlib.util.spec_from_file_location(module_name, path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = module  # a dataclass looks its module up there
             spec.loader.exec_module(module)
             return module
-    print("ERROR: the audit record rules (controlplane/audit/chain.py) are neither in this checkout nor "
-          f"beside this file ({_HERE}); copy chain.py next to it", file=sys.stderr)
+    print(f"ERROR: the audit rules (controlplane/audit/{filename}) are neither in this checkout nor "
+          f"beside this file ({_HERE}); copy {filename} next to it", file=sys.stderr)
     raise SystemExit(2)
 
 
-chain = _load_chain()
+chain = _load("chain.py", "roster_audit_chain")
 
 Result = tuple[str | None, int, str]
 # (problem or None, seq, hash, the body's prev) from the checks a line needs no neighbour for
@@ -281,10 +285,29 @@ def main(argv: list[str] | None = None) -> int:
                         "chain cut short)")
     parser.add_argument("--workers", type=int, default=0, help="CPUs for the per-line checks, "
                         "two worker processes each (default: every CPU for a file over 4 MB; 1: no workers)")
+    parser.add_argument("--checkpoint", help="checkpoint log: the export must hold its latest checkpoint")
+    parser.add_argument("--public-keys", help="the checkpoint public keys file (KEY_ID BASE64 lines)")
+    parser.add_argument("--unsigned-checkpoint", action="store_true",
+                        help="without the cryptography package: check the checkpoint's position only")
     parser.add_argument("--batch-lines", type=int, default=BATCH_LINES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.workers < 0 or args.batch_lines < 1:
         parser.error("--workers is 0 or more and --batch-lines 1 or more")
+    checkpoint, note = None, ""
+    if args.checkpoint:
+        if args.anchor:
+            parser.error("--anchor or --checkpoint, not both")
+        try:
+            checkpoint, note = _checkpoint(args)
+        except SystemExit:
+            raise
+        except Exception as exc:  # CheckpointError, from a module loaded by path
+            print(f"BROKEN: {exc}")
+            return 1
+        if checkpoint is None:
+            print(f"ERROR: the checkpoint log {args.checkpoint} holds no checkpoint", file=sys.stderr)
+            return 2
+        args.anchor = (checkpoint["seq"], checkpoint["head"]) if checkpoint["seq"] else None
     try:
         if args.path == "-":
             workers = args.workers or 1
@@ -299,8 +322,32 @@ def main(argv: list[str] | None = None) -> int:
         print("ERROR: a worker process died before answering; the export was not verified "
               "(run it again, or with --workers 1)", file=sys.stderr)
         return 2
-    print(message if ok else f"BROKEN: {message}")
+    print(message + note if ok else f"BROKEN: {message}")
     return 0 if ok else 1
+
+
+def _checkpoint(args) -> tuple[dict | None, str]:
+    fmt = _load("checkpoint_format.py", "roster_audit_checkpoint_format")
+    if fmt.signature_checking_available():
+        if not args.public_keys:
+            print("ERROR: --checkpoint needs --public-keys (the checkpoint key's public half)",
+                  file=sys.stderr)
+            raise SystemExit(2)
+        checkpoint = fmt.latest(Path(args.checkpoint), fmt.load_public_keys(Path(args.public_keys)))
+        signed = "signature checked"
+    elif args.unsigned_checkpoint:
+        checkpoint = fmt.latest(Path(args.checkpoint), None)
+        signed = "signature NOT checked: no cryptography package"
+    else:
+        print("ERROR: cannot check the checkpoint's Ed25519 signature: the cryptography package is not "
+              "importable here (the standard library has no Ed25519). Install it (pip install "
+              "cryptography), or pass --unsigned-checkpoint to check the checkpoint's position only",
+              file=sys.stderr)
+        raise SystemExit(2)
+    if checkpoint is None:
+        return None, ""
+    return checkpoint, (f"; checkpoint seq {checkpoint['seq']} of {checkpoint['time']} (key "
+                        f"{checkpoint['key']}, {signed}) holds")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ def _gateway_service_token(settings, tmp_path):
     settings.ROSTER_GATEWAY_TOKEN_SHA256_FILE = tmp_path / "no-gateway-token.sha256"
     settings.ROSTER_METRICS_TOKEN_SHA256 = ""
     settings.ROSTER_METRICS_TOKEN_SHA256_FILE = tmp_path / "no-metrics-token.sha256"
+    # Never the checkout's var/ checkpoint key and log either.
+    settings.ROSTER_AUDIT_CHECKPOINT_KEY_FILE = tmp_path / "checkpoint" / "audit-checkpoint.key"
+    settings.ROSTER_AUDIT_CHECKPOINT_LOG = tmp_path / "checkpoint" / "audit-checkpoints.jsonl"
 
 
 @pytest.fixture

@@ -23,6 +23,10 @@ KINDS = frozenset({
     "agent_change",
     # The worker's notes (controlplane.memory): written, corrected, forgotten (hashes, never the text).
     "memory",
+    # The vault key's rotation (controlplane.vault.rotation): started, resumed, finished; key ids only.
+    "vault_key",
+    # A signed checkpoint of the chain (controlplane.audit.checkpoints), also in the checkpoint log.
+    "checkpoint",
 })
 # Column widths of the indexed copies (AuditRecord); checked here so SQLite and PostgreSQL agree.
 _MAX_WORKER, _MAX_VERDICT, _MAX_REASON = 64, 16, 32

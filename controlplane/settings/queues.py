@@ -1,6 +1,7 @@
 """Redis: the Celery broker and the channel layer (live pages, the approval announcements)."""
 
 from controlplane.core.env import env
+from controlplane.settings.audit import ROSTER_AUDIT_CHECKPOINT_SECONDS
 
 REDIS_URL = env.str("REDIS_URL", "redis://127.0.0.1:6379/0")
 # A receiver waits on Redis in blocking pops of 5 s (channels_redis); redis-py's default read timeout is
@@ -27,4 +28,6 @@ CELERY_BEAT_SCHEDULE = {
     "reap-runs": {"task": "controlplane.dispatch.tasks.reap_runs", "schedule": 15.0},
     "expire-proposals": {"task": "controlplane.proposals.tasks.expire_proposals", "schedule": 30.0},
     "purge-expired-notes": {"task": "controlplane.memory.tasks.purge_expired_notes", "schedule": 3600.0},
+    "audit-checkpoint": {"task": "controlplane.audit.tasks.checkpoint",
+                         "schedule": ROSTER_AUDIT_CHECKPOINT_SECONDS},
 }

@@ -1,23 +1,26 @@
-"""The vault key: a Fernet key in settings.ROSTER_VAULT_KEY_FILE, outside the database.
+"""The vault key: Fernet keys in settings.ROSTER_VAULT_KEY_FILE, outside the database, one a line.
 
-Created with mode 0600 on first use. A key file that others can read, or that does not hold a Fernet
-key, is refused with a clear error (VaultKeyError) rather than used.
+The first line encrypts; every line decrypts (MultiFernet). Normally there is one; during a key rotation
+(controlplane/vault/rotation.py) the new key is first and the old ones follow until every secret is
+re-encrypted. Created with mode 0600 on first use. A key file that others can read, or that holds
+anything but Fernet keys, is refused with a clear error (VaultKeyError) rather than used.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import threading
 from pathlib import Path
 
-from cryptography.fernet import Fernet
+from cryptography.fernet import Fernet, MultiFernet
 from django.conf import settings
 
 from controlplane.core.errors import RosterError
 
 _lock = threading.Lock()
-_cache: dict[tuple[str, int, int], Fernet] = {}
+_cache: dict[tuple[str, int, int], tuple[MultiFernet, tuple[bytes, ...]]] = {}
 
 
 class VaultKeyError(RosterError):
@@ -47,7 +50,12 @@ def check_key_file(path: Path | None = None) -> None:
         _load(path)
 
 
-def _load(path: Path) -> Fernet:
+def key_id(key: bytes) -> str:
+    """A name for a key in records and messages: a digest prefix, which tells nothing about the key."""
+    return hashlib.sha256(key).hexdigest()[:12]
+
+
+def _load(path: Path) -> tuple[MultiFernet, tuple[bytes, ...]]:
     st = path.stat()
     if not stat.S_ISREG(st.st_mode):
         raise VaultKeyError(f"vault key file {path} is not a regular file")
@@ -60,22 +68,62 @@ def _load(path: Path) -> Fernet:
     cached = _cache.get(cache_key)
     if cached is not None:
         return cached
-    raw = path.read_bytes().strip()
+    keys = tuple(line.strip() for line in path.read_bytes().splitlines() if line.strip())
     try:
-        fernet = Fernet(raw)
+        if not keys:
+            raise ValueError("no key")
+        loaded = (MultiFernet([Fernet(key) for key in keys]), keys)
     except (ValueError, TypeError) as exc:
         raise VaultKeyError(
-            f"vault key file {path} does not hold a Fernet key (32 url-safe base64 bytes)"
+            f"vault key file {path} does not hold a Fernet key (32 url-safe base64 bytes) on every line"
         ) from exc
     _cache.clear()
-    _cache[cache_key] = fernet
-    return fernet
+    _cache[cache_key] = loaded
+    return loaded
 
 
-def fernet() -> Fernet:
-    """The Fernet for the configured key file, creating the file (0600) the first time."""
+def fernet() -> MultiFernet:
+    """Encrypts with the key file's first key, decrypts with any of them; creates the file (0600) the
+    first time."""
+    return _loaded()[0]
+
+
+def keys() -> tuple[bytes, ...]:
+    """The key file's keys, the encrypting one first."""
+    return _loaded()[1]
+
+
+def _loaded() -> tuple[MultiFernet, tuple[bytes, ...]]:
     path = key_path()
     with _lock:
         if not path.exists():
             _create(path)
         return _load(path)
+
+
+def write_keys(new_keys: list[bytes]) -> None:
+    """Replace the key file with `new_keys` (the encrypting one first) in one step: written beside it
+    (0600), flushed, renamed over it and the directory flushed, so a crash leaves the old file or the
+    new one, never a part of either. Other processes notice the new file (inode, mtime) on their next
+    use."""
+    for key in new_keys:
+        Fernet(key)  # refuse to write what could not be read back
+    path = key_path()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(b"".join(key + b"\n" for key in new_keys))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    with _lock:
+        _cache.clear()

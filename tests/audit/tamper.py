@@ -41,7 +41,4 @@ def shift_seqs_from(first_seq: int, by: int) -> None:
 
 def restore_triggers() -> None:
     """Put the append-only triggers back (a transactional test's drop is committed, so it would last)."""
-    drop_triggers()
-    with connection.cursor() as cur:
-        for sql in triggers.create_sql(connection.vendor, "audit_auditrecord"):
-            cur.execute(sql)  # no parameters: the PL/pgSQL body has a literal %
+    triggers.install(connection, "audit_auditrecord")

@@ -1,9 +1,12 @@
 """The database refuses UPDATE and DELETE on audit records and spend lines, whatever code asks."""
 
+from types import SimpleNamespace
+
 import pytest
 from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 
+from controlplane.audit import triggers
 from controlplane.audit.models import AuditRecord
 from controlplane.audit.services import audit_append
 from controlplane.fleet.models import Worker
@@ -79,6 +82,46 @@ def test_flush_of_the_test_database_empties_the_tables():
     audit_append("decision", {})
     call_command("flush", interactive=False, verbosity=0)
     assert AuditRecord.objects.count() == 0
+    # The flush lifted the triggers for itself only: they are back, for every append-only table.
+    assert triggers.append_only_tables(connection) == [
+        "audit_auditrecord", "ledger_modelcallreservation", "ledger_spendline"]
+    audit_append("decision", {})
+    with pytest.raises(DatabaseError, match="append-only"):
+        _raw("DELETE FROM audit_auditrecord")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_flush_leaves_the_triggers_in_place(monkeypatch):
+    from django.core.management.commands import flush as django_flush
+
+    audit_append("decision", {})
+    monkeypatch.setattr(django_flush, "sql_flush", lambda *a, **k: ["DELETE FROM no_such_table"])
+    with pytest.raises(Exception, match="couldn't be flushed"):
+        call_command("flush", interactive=False, verbosity=0)
+    assert len(triggers.append_only_tables(connection)) == 3
+    with pytest.raises(DatabaseError, match="append-only"):
+        _raw("DELETE FROM audit_auditrecord")
+    assert AuditRecord.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_migrating_replaces_the_old_purge_escape_on_sqlite():
+    if connection.vendor != "sqlite":
+        pytest.skip("the old escape on PostgreSQL was a session setting: see test_rewrite_paths")
+    table = "ledger_spendline"
+    with connection.cursor() as cur:
+        for sql in triggers.drop_sql("sqlite", table):
+            cur.execute(sql)
+        # The trigger as migrations before 0006 made it.
+        cur.execute(f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table} "
+                    "WHEN roster_purge_allowed() = 0 BEGIN SELECT RAISE(ABORT, 'refused: append-only'); END;")
+    forward, _ = triggers.migration_ops(table)
+    forward(None, SimpleNamespace(connection=connection))
+    with connection.cursor() as cur:
+        cur.execute("SELECT group_concat(sql) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s",
+                    [table])
+        sql = cur.fetchone()[0]
+    assert "roster_purge_allowed" not in sql and f"{table}_no_replace" in sql
 
 
 @pytest.mark.django_db

@@ -128,7 +128,7 @@ def test_verify_reads_in_chunks(settings):
 
 def test_anchor_from_an_earlier_verify_detects_records_cut_off_the_end(records, capsys):
     call_command("audit", "verify")
-    anchor = capsys.readouterr().out.split("head ")[1].strip()
+    anchor = capsys.readouterr().out.splitlines()[0].split("head ")[1].strip()
     assert anchor.startswith("6:")
     call_command("audit", "verify", "--anchor", anchor)
     tamper.raw("DELETE FROM audit_auditrecord WHERE seq >= 5")

@@ -129,11 +129,24 @@ def test_verify_records_who_and_result(auditor, records):
     assert "Verified" in html and f"{len(records)} records checked" in html
 
 
+def test_verify_checks_against_the_latest_signed_checkpoint(auditor, records):
+    from django.core.management import call_command
+
+    from tests.audit import tamper
+
+    call_command("audit", "checkpoint")
+    tamper.drop_triggers()
+    tamper.raw("DELETE FROM audit_auditrecord WHERE seq > 1")  # a clean cut: the chain alone is sound
+    _login(auditor).post(VERIFY)
+    check = ChainCheck.objects.get()
+    assert not check.ok and "records were removed from the end" in check.message
+
+
 def test_verify_reports_a_broken_chain(auditor, records, monkeypatch):
     from controlplane.audit import verify
 
     broken = verify.VerifyResult(False, 2, "record seq 3: hash mismatch", broken_seq=3)
-    monkeypatch.setattr(verify, "verify_database", lambda: broken)
+    monkeypatch.setattr(verify, "verify_database", lambda *a, **k: broken)
     _login(auditor).post(VERIFY)
     html = _login(auditor).get(AUDIT).content.decode()
     assert "NOT verified" in html and "hash mismatch" in html
@@ -163,7 +176,7 @@ def test_verify_runs_at_most_once_per_cooldown(auditor, records, monkeypatch):
 
     calls = []
     real = verify.verify_database
-    monkeypatch.setattr(verify, "verify_database", lambda: calls.append(1) or real())
+    monkeypatch.setattr(verify, "verify_database", lambda *a, **k: calls.append(1) or real(*a, **k))
     client = _login(auditor)
     for _ in range(5):
         assert client.post(VERIFY).status_code == 302

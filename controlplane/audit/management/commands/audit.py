@@ -1,4 +1,5 @@
-"""`manage.py audit verify` and `manage.py audit export --format csv|jsonl [filters]`."""
+"""`manage.py audit verify`, `manage.py audit checkpoint [--rotate-key]` and
+`manage.py audit export --format csv|jsonl [filters]`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from controlplane.audit import checkpoints
 from controlplane.audit.export import csv_rows, filtered_records, jsonl_lines
 from controlplane.audit.verify import verify_database
 
@@ -40,10 +42,15 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action", required=True)
         verify = sub.add_parser("verify", help="re-hash every record and check the chain; exit 1 if broken")
         verify.add_argument("--anchor", type=_anchor,
-                            help="SEQ:HASH from an earlier verify; detects records cut off the end")
+                            help="SEQ:HASH from an earlier verify; detects records cut off the end "
+                                 "(default: the latest signed checkpoint)")
         verify.add_argument("--workers", type=_workers,
                             help="worker processes (default ROSTER_AUDIT_VERIFY_WORKERS; 0: one per CPU, "
                                  "1: in this process)")
+        checkpoint = sub.add_parser("checkpoint", help="verify the chain, sign its length and head, append "
+                                    "the signed line to the checkpoint log and record it in the chain")
+        checkpoint.add_argument("--rotate-key", action="store_true",
+                                help="first make a new signing key (old checkpoints stay verifiable)")
         export = sub.add_parser("export", help="write records to stdout or --output")
         export.add_argument("--format", choices=["csv", "jsonl"], default="jsonl")
         export.add_argument("--output", help="file to write (default: stdout)")
@@ -57,12 +64,35 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         if opts["action"] == "verify":
             return self._verify(opts.get("anchor"), opts.get("workers"))
+        if opts["action"] == "checkpoint":
+            return self._checkpoint(opts["rotate_key"])
         return self._export(opts)
 
+    def _checkpoint(self, rotate: bool):
+        try:
+            if rotate:
+                self.stdout.write(f"new checkpoint key {checkpoints.rotate_key()} "
+                                  f"(public keys: {checkpoints.public_keys_path()})")
+            statement = checkpoints.make_checkpoint(by="cli")
+        except checkpoints.CheckpointError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"checkpoint: seq {statement['seq']} head {statement['head']} signed by key "
+                          f"{statement['key']}, appended to {checkpoints.log_path()}")
+
     def _verify(self, anchor, workers):
-        result = verify_database(anchor, workers=workers)
+        note = None
+        if anchor is None:
+            try:
+                result, note = checkpoints.verify_against_latest(workers)
+            except checkpoints.CheckpointError as exc:
+                self.stderr.write(f"BROKEN: {exc}")
+                sys.exit(1)
+        else:
+            result = verify_database(anchor, workers=workers)
         if result.ok:
             self.stdout.write(result.message)
+            if note:
+                self.stdout.write(note)
             return
         self.stderr.write(f"BROKEN after {result.checked} good records: {result.message}")
         sys.exit(1)
