@@ -13,9 +13,10 @@ from django.core.management.base import BaseCommand, CommandError
 from controlplane.approvals.models import Approval
 from controlplane.approvals.services import ApprovalClosed, approval_decide
 from controlplane.audit.verify import verify_database
+from controlplane.core.timefmt import when_text
 from controlplane.demo import proposals as demo_proposals
 from controlplane.demo import scenario
-from controlplane.demo.report import report_lines, run_facts, summary_line
+from controlplane.demo.report import approval_wait, report_lines, run_facts, summary_line
 from controlplane.dispatch.box import agent_command
 from controlplane.dispatch.starting import run_start
 from controlplane.fleet.models import Run
@@ -108,19 +109,19 @@ class Command(BaseCommand):
         while run.is_live or Proposal.objects.filter(run=run, status__in=UNSETTLED).exists():
             if time.monotonic() > deadline:
                 raise CommandError(f"run {run.pk} still {run.status} after {limit:.0f} s")
-            held = [(a.pk, f"{a.request.get('method')} {a.request.get('url')}", a.expires_at, approval_decide)
+            held = [(a.pk, f"{a.request.get('method')} {a.request.get('url')}", approval_wait(a),
+                     approval_decide)
                     for a in Approval.objects.filter(run=run, status=Approval.Status.PENDING)]
             held += [(p.pk, f"proposal: {p.kind} to {p.destination.name if p.destination else '-'}",
-                      p.expires_at, proposal_decide)
+                      f"it can be approved until {when_text(p.expires_at)}", proposal_decide)
                      for p in Proposal.objects.filter(run=run, status=Proposal.Status.PENDING)]
-            for pk, what, expires_at, decide in held:
+            for pk, what, wait, decide in held:
                 if pk in shown:
                     continue
                 shown.add(pk)
                 if approver is None:
                     self.say(f"held for approval: {what}")
-                    self.say(f"  approve it at {scenario.web_url('/approvals/')} (as an approver; it waits "
-                             f"until {expires_at:%H:%M:%S})")
+                    self.say(f"  approve it at {scenario.web_url('/approvals/')} (as an approver; {wait})")
                     continue
                 try:
                     decide(pk, approver, True, "cli")
