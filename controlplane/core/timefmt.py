@@ -9,6 +9,8 @@ import datetime as dt
 from django.utils import timezone
 
 ZONE = dt.UTC  # the zone every moment is written in (settings.TIME_ZONE is UTC; a user's own is not known)
+# As `now` for a record meant to be kept (CLI output, exports): never "today", so the date is always written.
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=ZONE)
 
 
 def when_text(moment: dt.datetime | None, now: dt.datetime | None = None, *, seconds: bool = True) -> str:
