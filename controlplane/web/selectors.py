@@ -10,6 +10,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from controlplane.approvals.models import Approval
+from controlplane.audit.export import record_who
 from controlplane.audit.models import AuditRecord, ModelTrace
 from controlplane.fleet.models import Run, Worker
 from controlplane.ledger.models import SpendLine
@@ -208,7 +209,7 @@ def audit_rows(records) -> list[AuditRow]:
     rows = []
     for r in records:
         data = _record_data(r)
-        who = data.get("by") or data.get("approved_by") or ""
+        who = record_who(data)
         rows.append(AuditRow(r, mask_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False),
                                           sentinels),
                              who=mask_text(str(who), sentinels), summary=_one_line(data, sentinels)))

@@ -7,7 +7,7 @@ import datetime as dt
 import os
 import sys
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.audit.export import csv_rows, filtered_records, jsonl_lines
 from controlplane.audit.verify import verify_database
@@ -77,6 +77,8 @@ class Command(BaseCommand):
         sys.exit(1)
 
     def _export(self, opts):
+        if opts["since"] and opts["until"] and opts["since"] > opts["until"]:
+            raise CommandError("--since is after --until: no time is in that range")
         records = filtered_records(since=opts["since"], until=opts["until"], worker=opts["worker"],
                                    run=opts["run"], kind=opts["kind"], verdict=opts["verdict"])
         chunks = csv_rows(records) if opts["format"] == "csv" else jsonl_lines(records)
