@@ -36,7 +36,7 @@ def duration_text(seconds: float | int | dt.timedelta | None) -> str:
     seconds = max(0.0, float(seconds))
     if seconds < 10:
         return "0 s" if seconds == 0 else f"{seconds:.1f} s".replace(".0 s", " s")
-    whole = int(seconds)
+    whole = round(seconds)  # 59.99 s of a measured wait reads as 60 s, not 59
     parts = [(whole // 86400, "d"), (whole % 86400 // 3600, "h"), (whole % 3600 // 60, "min"),
              (whole % 60, "s")]
     first = next(i for i, (amount, _unit) in enumerate(parts) if amount)
