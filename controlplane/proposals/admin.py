@@ -151,7 +151,8 @@ class DestinationAdmin(admin.ModelAdmin):
         if obj is None:
             return fields  # adding: every kind's fields, each saying which kind it is for
         other = set().union(*KIND_KEYS.values()) - KIND_KEYS[obj.kind]
-        return [f for f in fields if f not in other]  # changing: only the fields of its kind
+        # Changing: only the fields of its kind, under the name and kind (read-only, else listed last).
+        return ["name", "kind", *(f for f in fields if f not in other and f not in ("name", "kind"))]
 
     def save_model(self, request, obj, form, change):
         dest, _action = services.destination_save(
