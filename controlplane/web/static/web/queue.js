@@ -74,6 +74,11 @@
         el.closest("article").querySelectorAll("button").forEach(function (b) { b.disabled = true; });
       }
     }
+    // The box's own wait (the gateway's hold) ends first; the card stays decidable after it.
+    for (const el of queue.querySelectorAll("time[data-box-until]")) {
+      const left = Math.max(0, Math.round(Number(el.dataset.boxUntil) - now));
+      el.textContent = left > 0 ? duration(left) : "stopped waiting";
+    }
     if (expired) setTimeout(refresh, 1000);  // the server no longer lists it; show that
   }
   // Opt-in browser notifications: only when this tab is in the background and a held request appeared
