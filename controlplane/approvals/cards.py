@@ -4,8 +4,9 @@ page and the `approval list` command."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -43,11 +44,17 @@ class ApprovalCard:
     abandoned: bool = False
     # The run is over: nothing could use an approval, so it cannot be given.
     run_ended: bool = False
+    # Until when the box itself waits (the gateway's hold), apart from how long the approval can be given:
+    # approved after this, only an identical retry passes (within the grace).
+    box_waits_until: datetime | None = None
+    box_seconds_left: int = 0
 
 
 def _card(approval: Approval, sentinels: dict[str, str], now: datetime) -> ApprovalCard:
     req = approval.request if isinstance(approval.request, dict) else {}
     run = approval.run
+    box_until = min(approval.expires_at,
+                    approval.created_at + timedelta(seconds=settings.ROSTER_APPROVAL_HOLD_SECONDS))
     return ApprovalCard(
         id=str(approval.id),
         status=(Approval.Status.EXPIRED if approval.status == Approval.Status.PENDING
@@ -72,6 +79,8 @@ def _card(approval: Approval, sentinels: dict[str, str], now: datetime) -> Appro
         comment=mask_text(approval.comment, sentinels),
         abandoned=approval.abandoned_at is not None,
         run_ended=not run.is_live,
+        box_waits_until=box_until,
+        box_seconds_left=0 if approval.abandoned_at else max(0, int((box_until - now).total_seconds())),
     )
 
 

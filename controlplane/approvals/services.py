@@ -10,12 +10,14 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from controlplane.approvals import broadcast, mail
 from controlplane.approvals.models import Approval
 from controlplane.audit.services import audit_append
 from controlplane.core.errors import RosterError
+from controlplane.fleet.models import Run
 from controlplane.vault.redact import MASK, is_credential_name, text_for_record, url_for_record
 from controlplane.vault.services import sentinel_secret_ids
 
@@ -163,17 +165,22 @@ def approval_abandon(approval_id) -> Approval:
 
 
 def approval_expire_due(now: datetime | None = None) -> int:
-    """Mark pending approvals past their expiry as expired. Returns how many."""
+    """Mark pending approvals past their expiry as expired, and close those whose run has ended (no box
+    waits for them: a card with a countdown and a Deny button would be a question nobody asked any
+    more). Returns how many."""
     now = now or timezone.now()
     expired = 0
     with transaction.atomic():
         due = Approval.objects.select_related("run__worker").filter(
-            status=Approval.Status.PENDING, expires_at__lte=now)
+            Q(expires_at__lte=now) | ~Q(run__status__in=Run.LIVE_STATUSES), status=Approval.Status.PENDING)
         for approval in due:
             if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
                     status=Approval.Status.EXPIRED):
                 continue
-            audit_append("approval", {"approval": str(approval.pk), "event": "expired"},
+            ended = approval.expires_at > now  # not yet due: closed because its run ended
+            event = {"event": "closed", "why": f"run {approval.run_id} ended ({approval.run.status})"} \
+                if ended else {"event": "expired"}
+            audit_append("approval", {"approval": str(approval.pk), **event},
                          run=approval.run, verdict=Approval.Status.EXPIRED)
             expired += 1
             approval_id = str(approval.pk)

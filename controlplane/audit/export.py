@@ -15,7 +15,8 @@ from django.db.models import QuerySet
 
 from controlplane.audit.models import AuditRecord
 
-CSV_HEADER = ["seq", "time", "kind", "worker", "run", "verdict", "reason", "data", "prev", "hash"]
+# "who" is the audit page's Who column (the person behind a record): the download answers what the page did.
+CSV_HEADER = ["seq", "time", "kind", "worker", "run", "verdict", "reason", "who", "data", "prev", "hash"]
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -36,6 +37,14 @@ def filtered_records(*, since: dt.datetime | None = None, until: dt.datetime | N
     if verdict:
         qs = qs.filter(verdict=verdict)
     return qs
+
+
+def record_who(data: object) -> str:
+    """The person a record names as behind it: an approver's or an admin's `by`, or `approved_by`; ""
+    for none (a box's decision)."""
+    if not isinstance(data, dict):
+        return ""
+    return str(data.get("by") or data.get("approved_by") or "")
 
 
 def neutralise(cell: str) -> str:
@@ -65,7 +74,7 @@ def csv_rows(records: QuerySet[AuditRecord]) -> Iterator[str]:
         b = json.loads(body)
         data = json.dumps(b["data"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         yield flush([seq, b["time"], b["kind"], b["worker"], "" if b["run"] is None else b["run"],
-                     b["verdict"], b["reason"], data, b["prev"], record_hash])
+                     b["verdict"], b["reason"], record_who(b["data"]), data, b["prev"], record_hash])
 
 
 def jsonl_lines(records: QuerySet[AuditRecord]) -> Iterator[str]:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import timedelta
 
+from django.conf import settings
 from django.db.models import Sum
 
 from controlplane.approvals.models import Approval
 from controlplane.audit.models import AuditRecord, ModelTrace
+from controlplane.core.timefmt import duration_text, when_text
 from controlplane.fleet.models import Run
 from controlplane.ledger.models import SpendLine
 
@@ -25,10 +28,20 @@ class RunFacts:
     denied: int = 0
     asked: int = 0
     proposals_executed: int = 0
-    proposal_events: list[str] = field(default_factory=list)
+    # proposal id -> its events in chain order, each in words ("proposed", "decided: approved", …)
+    proposal_events: dict[str, list[str]] = field(default_factory=dict)
     traces: int = 0
     chat_messages: int = 0  # relayed for the run: messages given to it, and its reply's parts delivered
     chat_approvals: int = 0  # its held requests and proposals decided from an approvers' room
+
+
+def approval_wait(approval: Approval) -> str:
+    """The two deadlines of a held request in words: the box waits only the hold; approved later, until
+    the approval expires, it lets an identical retry through for the grace (docs/web.md, "Card states")."""
+    box_until = approval.created_at + timedelta(seconds=settings.ROSTER_APPROVAL_HOLD_SECONDS)
+    grace = duration_text(settings.ROSTER_APPROVAL_GRACE_SECONDS)
+    return (f"the box waits until {when_text(box_until)}; approved later, until "
+            f"{when_text(approval.expires_at)}, an identical retry passes within {grace}")
 
 
 def _data(record: AuditRecord) -> dict:
@@ -47,6 +60,17 @@ def _count_chat(facts: RunFacts, kind: str, data: dict) -> None:
         facts.chat_approvals += 1
 
 
+def _proposal_event(data: dict, record: AuditRecord) -> str:
+    """One proposal event in words: the event, and the status it left when that is news (a decision's
+    approved/refused, a rejection's reason); never the bare verdict glued to the event."""
+    event = str(data.get("event", "") or "?")
+    if event == "rejected":
+        return f"rejected ({record.reason or data.get('reason', '')})"
+    if event in ("decided", "retry") and record.verdict:
+        return f"{event}: {record.verdict}"
+    return event
+
+
 def run_facts(run: Run, model_grant: str) -> RunFacts:
     facts = RunFacts()
     for record in AuditRecord.objects.filter(run_id_ref=run.pk).order_by("seq"):
@@ -60,7 +84,8 @@ def run_facts(run: Run, model_grant: str) -> RunFacts:
                                     "method": data.get("method", ""), "url": data.get("url", ""),
                                     "grant": data.get("grant") or ""})
         elif record.kind == "proposal":
-            facts.proposal_events.append(f"{data.get('event', '')} {record.verdict}".strip())
+            facts.proposal_events.setdefault(str(data.get("proposal") or "refused before stored"),
+                                             []).append(_proposal_event(data, record))
             if data.get("event") == "executed":
                 facts.proposals_executed += 1
         _count_chat(facts, record.kind, data)
@@ -91,8 +116,8 @@ def report_lines(run: Run, facts: RunFacts, timeline_url: str) -> list[str]:
         who = a.decided_by.get_username() if a.decided_by else "nobody"
         lines.append(f"  approval {a.status}: {a.request.get('method')} {a.request.get('url')} by {who} "
                      f"({a.channel or 'undecided'})")
-    if facts.proposal_events:
-        lines.append(f"  proposal: {' → '.join(facts.proposal_events)}")
+    for proposal, events in facts.proposal_events.items():
+        lines.append(f"  proposal {proposal[:8]}: {' → '.join(events)}")
     lines += ["", "== what it cost (spend ledger, net per unit)"]
     lines += [f"  {unit}: {amount}" for unit, amount in sorted(facts.cost.items())] or ["  nothing"]
     lines.append(f"  model inputs traced byte-exactly: {facts.traces}")

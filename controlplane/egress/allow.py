@@ -53,11 +53,13 @@ def allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str,
             bool(grant.trace), method, url, conn.ops.adapt_datetimefield_value(timezone.now()), False,
             _handed_secret_name(grant)])
     _raise_taint_for_result(run, grant)
-    inject, replace = _credentials(run, grant, decision_id, host, sentinel_ids, state or PolicyState(None))
+    inject, replace = _credentials(run, grant, decision_id, host, url, sentinel_ids,
+                                   state or PolicyState(None))
     return Allowed(decision, None, inject, replace)
 
 
-def _credentials(run: Run, grant: engine.GrantRule, decision_id: str, host: str, sentinel_ids: frozenset[int],
+def _credentials(run: Run, grant: engine.GrantRule, decision_id: str, host: str, url: str,
+                 sentinel_ids: frozenset[int],
                  state: PolicyState) -> tuple[tuple[dict, ...], tuple[dict, ...]]:
     """Secret values for the matched grant's secret only; none for tunnels (nothing is intercepted)."""
     if grant.secret_id is None or grant.tunnel:
@@ -76,7 +78,8 @@ def _credentials(run: Run, grant: engine.GrantRule, decision_id: str, host: str,
     replace = ({"sentinel": secret.sentinel, "value": value},) if (named or inject) else ()
     if inject or replace:
         audit_append("credential_use", {"decision_id": decision_id, "secret": secret.name,
-                                        "grant": grant.slug, "host": host, "inject": bool(inject),
+                                        "grant": grant.slug, "host": host, "url": url,
+                                        "inject": bool(inject),
                                         "replace": named}, run=run)
     return inject, replace
 

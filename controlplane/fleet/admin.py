@@ -31,9 +31,14 @@ class WorkerAdmin(admin.ModelAdmin):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ["id", "worker", "origin", "status", "taint", "untrusted", "created_at", "ended_at"]
+    list_display = ["id", "worker", "origin", "status", "taint", "input_trust", "created_at", "ended_at"]
     list_filter = ["status", "origin", "untrusted", "taint"]
     search_fields = ["worker__name", "status_reason"]
     # The token hash is never shown: it is useless to a person and only helps an attacker probe.
     exclude = ["token_hash"]
+
+    @admin.display(description="Untrusted input", ordering="untrusted")
+    def input_trust(self, run: Run) -> str:
+        # Not the boolean icon: a green check on a run that has read untrusted content reads as "fine".
+        return "⚠ untrusted" if run.untrusted else "trusted"
 

@@ -1,3 +1,5 @@
+import re
+
 from django.core.exceptions import ValidationError
 from django.db import models
 
@@ -64,6 +66,35 @@ class SpendLine(models.Model):
         ]
 
 
+# What a model name a request names is made of (`gpt-4o-mini`, `claude-3-5-sonnet@20240620`,
+# `meta-llama/Llama-3.1-8B`, `qwen2.5:7b`), plus the glob's `*`, `?` and `[...]`.
+_PATTERN_CHARS = re.compile(r"[A-Za-z0-9._:/@+\-*?\[\]!]+")
+
+
+def price_pattern_problem(pattern: str) -> str:
+    """Why `pattern` cannot be a price's model pattern, or "": a pattern no model name can match (a space,
+    an unclosed `[`) would silently price nothing, and the calls it was meant for at no price."""
+    if not pattern.strip():
+        return "a pattern is a model name or a glob on one (gpt-4o*)"
+    if not _PATTERN_CHARS.fullmatch(pattern):
+        bad = sorted({c for c in pattern if not _PATTERN_CHARS.fullmatch(c)})
+        shown = ", ".join("a space" if c == " " else repr(c) for c in bad)
+        return f"{pattern!r} has {shown}: model names have letters, digits and . _ : / @ + - only"
+    depth = 0
+    for i, char in enumerate(pattern):
+        if char == "[":
+            if depth:
+                return f"{pattern!r}: a '[' inside a '[...]' set"
+            depth, start = 1, i
+        elif char == "]" and depth:
+            if i == start + 1 or (i == start + 2 and pattern[start + 1] == "!"):
+                return f"{pattern!r}: an empty '[]' set matches nothing"
+            depth = 0
+    if depth:
+        return f"{pattern!r}: the '[' at position {start + 1} is never closed"
+    return ""
+
+
 class ModelPrice(models.Model):
     """Admin-only configuration: what a model's tokens cost, in micro-currency per million tokens, and the
     output ceiling reserved when a call names no max_tokens. `pattern` is a shell-style glob on the model
@@ -91,6 +122,9 @@ class ModelPrice(models.Model):
                 " micro per million tokens")
 
     def clean(self) -> None:
+        problem = price_pattern_problem(self.pattern or "")
+        if problem:
+            raise ValidationError({"pattern": problem})
         # One cache-write price alone would price the other kind of write at it: a 1-hour write at the
         # 5-minute rate is billed 60 % higher than it would be recorded.
         if (self.cache_write_micro_per_million is None) != (self.cache_write_1h_micro_per_million is None):

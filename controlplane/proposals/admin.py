@@ -14,8 +14,17 @@ from controlplane.core.errors import ValidationFailed
 from controlplane.core.taint import DataClass
 from controlplane.proposals import services
 from controlplane.proposals.models import Destination, Proposal, TrustRule
-from controlplane.proposals.services.configuring import DESTINATION_EDITS, TRUST_RULE_EDITS
-from controlplane.proposals.validation import KIND_KEYS, PROPOSAL_KIND_FOR_DESTINATION, validate_destination
+from controlplane.proposals.services.configuring import (
+    DESTINATION_EDITS,
+    TRUST_RULE_EDITS,
+    trust_rule_expiry_problem,
+)
+from controlplane.proposals.validation import (
+    DEFAULTS,
+    KIND_KEYS,
+    PROPOSAL_KIND_FOR_DESTINATION,
+    validate_destination,
+)
 
 _LIST_FIELDS = ("allowed_recipients", "protected_branches")
 
@@ -76,7 +85,7 @@ class DestinationForm(forms.ModelForm):
         if self.errors:
             return cleaned
         name = cleaned.get("name") or self.instance.name
-        kind = cleaned.get("kind", "")
+        kind = cleaned.get("kind") or self.instance.kind or ""
         data: dict = {
             "kind": kind,
             "description": cleaned.get("description", ""),
@@ -100,6 +109,14 @@ class DestinationForm(forms.ModelForm):
             value = form_values.get(key, cleaned.get(key))
             if value not in (None, "", [], {}) or key == "starttls":
                 data[key] = value
+        # A field of another kind filled in was dropped without a word (an smtp_host on a webhook): say so.
+        # Defaults the add form shows pre-filled (port 587, POST) are not the admin's input; the STARTTLS
+        # checkbox is always some value, so it is not judged.
+        for key in sorted(set().union(*KIND_KEYS.values()) - wanted - {"starttls"}):
+            value = form_values.get(key, cleaned.get(key))
+            if value not in (None, "", [], {}) and value != DEFAULTS.get(key) and key in self.fields:
+                self.add_error(key, f"a {kind} destination has no {key}: leave it empty (it would not be "
+                                    "used)")
         try:
             self.spec = validate_destination(data, name=name)
         except ValidationFailed as exc:
@@ -126,7 +143,16 @@ class DestinationAdmin(admin.ModelAdmin):
     search_fields = ["name", "description", "url", "smtp_host"]
 
     def get_readonly_fields(self, request, obj=None):
-        return ["name"] if obj is not None else []  # the name is the file id and the box's word for it
+        # The name is the file id and the box's word for it; the kind decides which fields exist.
+        return ["name", "kind"] if obj is not None else []
+
+    def get_fields(self, request, obj=None):
+        fields = super().get_fields(request, obj)
+        if obj is None:
+            return fields  # adding: every kind's fields, each saying which kind it is for
+        other = set().union(*KIND_KEYS.values()) - KIND_KEYS[obj.kind]
+        # Changing: only the fields of its kind, under the name and kind (read-only, else listed last).
+        return ["name", "kind", *(f for f in fields if f not in other and f not in ("name", "kind"))]
 
     def save_model(self, request, obj, form, change):
         dest, _action = services.destination_save(
@@ -162,6 +188,12 @@ class TrustRuleForm(forms.ModelForm):
                 "kind",
                 f"a {dest.kind} destination takes {PROPOSAL_KIND_FOR_DESTINATION[dest.kind]} proposals only",
             )
+        expires_at = cleaned.get("expires_at")
+        if expires_at is not None:
+            probe = TrustRule(pk=self.instance.pk, expires_at=expires_at)
+            expired = trust_rule_expiry_problem(probe)
+            if expired:
+                self.add_error("expires_at", expired)
         return cleaned
 
 
@@ -172,7 +204,8 @@ class TrustRuleAdmin(admin.ModelAdmin):
     list_filter = ["enabled", "kind"]
 
     def save_model(self, request, obj, form, change):
-        # The form refuses what the service would (identity edits, a kind the destination does not take).
+        # The form refuses what the service would (identity edits, a kind the destination does not take,
+        # an expiry already past).
         services.trust_rule_save(obj, actor=request.user.get_username(), via="admin")
 
     def delete_model(self, request, obj):

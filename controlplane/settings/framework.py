@@ -91,7 +91,9 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-            ]
+            ],
+            # One way to write time on every page (controlplane.core.timefmt), without a {% load %}.
+            "builtins": ["controlplane.web.templatetags.roster_time"],
         },
     }
 ]

@@ -82,10 +82,12 @@ def approval_decide_view(request: HttpRequest, approval_id) -> HttpResponse:
 
 
 def decision_confirmation(approval: Approval) -> str:
-    """The request in words (method, host, path), with the verb of the button that was pressed."""
+    """The request in words (method, host[:port], path), with the verb of the button that was pressed."""
     req = approval.request if isinstance(approval.request, dict) else {}
     parts = urlsplit(str(req.get("url", "")))
     verb = "Approved" if approval.status == Approval.Status.APPROVED else "Denied"
-    where = mask_text(f"{parts.hostname or '?'}{parts.path or '/'}", known_sentinels())
+    # The host as the request named it, port included (":18093" is a different service); no userinfo.
+    host = parts.netloc.rpartition("@")[2] or "?"
+    where = mask_text(f"{host}{parts.path or '/'}", known_sentinels())
     text = f"{verb} {req.get('method', '?')} {where} for {approval.run.worker.name} (run {approval.run_id})"
     return text + (f", with the comment: {approval.comment}" if approval.comment else ".")

@@ -46,6 +46,15 @@ class AuditFilterForm(forms.Form):
         self.fields["kind"].choices = _choices(sorted(set(KINDS) | known_kinds))
         self.fields["verdict"].choices = _choices(sorted(set(VERDICTS) | known_verdicts))
 
+    def clean(self):
+        cleaned = super().clean()
+        since, until = cleaned.get("since"), cleaned.get("until")
+        if since and until and since > until:
+            # Not an empty result: "0 records" would read as "nothing happened then".
+            self.add_error("until", forms.ValidationError(
+                "“Until” is before “From”: no time is in that range. Swap them.", code="range"))
+        return cleaned
+
     def newest_first(self) -> bool:
         return not (self.is_valid() and self.cleaned_data.get("order") == "oldest")
 

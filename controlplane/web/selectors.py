@@ -10,6 +10,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from controlplane.approvals.models import Approval
+from controlplane.audit.export import record_who
 from controlplane.audit.models import AuditRecord, ModelTrace
 from controlplane.fleet.models import Run, Worker
 from controlplane.ledger.models import SpendLine
@@ -63,9 +64,11 @@ def _record_data(record: AuditRecord) -> dict:
 
 
 def _summary(kind: str, data: dict, sentinels: dict[str, str]) -> str:
-    method, url = data.get("method", ""), data.get("url", "")
-    if not url and data.get("host"):
-        url = f"{data.get('scheme', '')}://{data.get('host')}:{data.get('port', '')}{data.get('path', '')}"
+    method, url = data.get("method", ""), data.get("url", "") or _target(data)
+    if kind == "credential_use":
+        how = " and ".join(w for w, on in (("injected", data.get("inject")), ("swapped for its sentinel",
+                                                                              data.get("replace"))) if on)
+        return mask_text(f"secret {data.get('secret', '')} {how or 'used'} for {url}".strip(), sentinels)
     if kind == "run_input":
         people = ", ".join(f"{p.get('name') or p.get('id')} ({p.get('role')})"
                            for p in data.get("participants", []))
@@ -89,6 +92,19 @@ def _summary(kind: str, data: dict, sentinels: dict[str, str]) -> str:
     if url:
         return mask_text(f"{method} {url}".strip(), sentinels)
     return mask_text(str(data.get("message", "")), sentinels)
+
+
+def _target(data: dict) -> str:
+    """Where a record without a URL went, from the parts it has: `https://h:8443/p`, `h:8443` or `h`
+    (never "://h:" from missing parts)."""
+    host = str(data.get("host") or "")
+    if not host:
+        return ""
+    port = data.get("port")
+    where = f"{host}:{port}" if port not in (None, "") else host
+    if data.get("scheme"):
+        return f"{data['scheme']}://{where}{data.get('path', '')}"
+    return where + str(data.get("path", "") or "")
 
 
 def _model_summary(model: object) -> str:
@@ -198,7 +214,7 @@ def audit_rows(records) -> list[AuditRow]:
     rows = []
     for r in records:
         data = _record_data(r)
-        who = data.get("by") or data.get("approved_by") or ""
+        who = record_who(data)
         rows.append(AuditRow(r, mask_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False),
                                           sentinels),
                              who=mask_text(str(who), sentinels), summary=_one_line(data, sentinels)))

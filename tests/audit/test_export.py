@@ -92,10 +92,11 @@ def test_csv_export_neutralises_and_parses(mixed):
     audit_append("decision", {}, worker="w", reason="=cmd|' /C calc'!A0")
     text = _export("--format", "csv")
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows[0] == ["seq", "time", "kind", "worker", "run", "verdict", "reason", "data", "prev", "hash"]
+    assert rows[0] == ["seq", "time", "kind", "worker", "run", "verdict", "reason", "who", "data", "prev",
+                       "hash"]
     assert len(rows) == 6
     assert rows[5][6] == "'=cmd|' /C calc'!A0"
-    assert json.loads(rows[4][7]) == {"i": 4, "note": "=HYPERLINK(\"http://evil\")"}
+    assert json.loads(rows[4][8]) == {"i": 4, "note": "=HYPERLINK(\"http://evil\")"}
     for row in rows[1:]:
         assert not any(c.startswith(("=", "+", "-", "@", "\t", "\r")) for c in row)
 

@@ -56,7 +56,9 @@ def test_rule_auto_approves_and_is_named_then_rate_limit_holds(gw, token, live_r
 def test_expired_disabled_or_other_worker_rules_do_not_apply(gw, token, live_run, make_destination):
     dest = make_destination("hooks", kind="webhook", url="http://127.0.0.1:9/in", method="POST")
     other = Worker.objects.create(name="beta")
-    _rule(live_run[0].worker, dest, name="old", max_per_day=5, expires_at=timezone.now() - timedelta(1))
+    # A rule cannot be saved already expired (tests/proposals/test_forms_truths.py): this one expires later.
+    old = _rule(live_run[0].worker, dest, name="old", max_per_day=5, expires_at=timezone.now() + timedelta(1))
+    TrustRule.objects.filter(pk=old.pk).update(expires_at=timezone.now() - timedelta(1))
     _rule(live_run[0].worker, dest, name="off", max_per_day=5, enabled=False)
     _rule(other, dest, name="beta-only", max_per_day=5)
     _rule(live_run[0].worker, dest, name="zero", max_per_day=0)

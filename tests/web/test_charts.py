@@ -93,8 +93,8 @@ def test_wait_times_counted_by_outcome(admin_user, run):
     _held(run, 400, status="refused", decided_at=now - dt.timedelta(seconds=340))
     _held(run, 30)  # still held
     figure = _figure(_client(admin_user).get("/").content.decode(), "wait-chart")
-    assert ("4 held requests: 2 approved (median 20 s, longest 30 s); 1 refused (median 60 s, longest 60 s); "
-            "1 still waiting (longest so far 30 s).") in figure
+    assert ("4 held requests: 2 approved (median 20 s, longest 30 s); "
+            "1 refused (median 1 min, longest 1 min); 1 still waiting (longest so far 30 s).") in figure
     assert figure.count('<circle class="dot"') == 4 and figure.count('data-group="approved"') == 2
 
 

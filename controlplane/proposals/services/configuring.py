@@ -5,9 +5,11 @@ controlplane.audit.edits. Destinations as files (docs/proposals.md) are `DESTINA
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
 from controlplane.audit.edits import AuditedModel
 from controlplane.core.errors import ValidationFailed
+from controlplane.core.timefmt import when_text
 from controlplane.core.tomlfiles import TomlFiles
 from controlplane.proposals.models import Destination, Proposal, TrustRule
 from controlplane.proposals.validation import (
@@ -53,6 +55,9 @@ def trust_rule_save(rule: TrustRule, *, actor: str = "", via: str = "") -> Trust
     """Validated (identity edits can never be auto-approved) and audited."""
     if rule.kind == Proposal.Kind.IDENTITY_EDIT:
         raise ValidationFailed({"kind": "identity edits always need a human; no rule can approve them"})
+    expired = trust_rule_expiry_problem(rule)
+    if expired:
+        raise ValidationFailed({"expires_at": expired})
     if rule.kind and rule.destination_id:
         takes = PROPOSAL_KIND_FOR_DESTINATION[rule.destination.kind]
         if rule.kind != takes:
@@ -64,6 +69,18 @@ def trust_rule_save(rule: TrustRule, *, actor: str = "", via: str = "") -> Trust
         raise ValidationFailed({f: "; ".join(m) for f, m in exc.message_dict.items()}) from None
     TRUST_RULE_EDITS.save(rule, by=actor, via=via)
     return rule
+
+
+def trust_rule_expiry_problem(rule: TrustRule) -> str:
+    """Why a rule's expiry is refused, or "": a new expiry in the past would save a rule that never
+    approves anything while reading as earned trust. A stored rule that has since expired may still be
+    edited (disabled, renamed) without moving its expiry."""
+    if rule.expires_at is None or rule.expires_at > timezone.now():
+        return ""
+    if rule.pk and TrustRule.objects.filter(pk=rule.pk, expires_at=rule.expires_at).exists():
+        return ""
+    return (f"{when_text(rule.expires_at)} has already passed: the rule would never approve anything "
+            "(leave it blank for no expiry)")
 
 
 def trust_rule_delete(rule: TrustRule, *, actor: str = "", via: str = "") -> None:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from controlplane.core.timefmt import duration_text
+
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM, LEGEND = 560, 190, 64, 16, 22, 30, 150
 INK, MUTED, LIMIT_COLOUR = "#374151", "#9ca3af", "#b91c1c"
 
@@ -178,15 +180,5 @@ def no_data(message: str) -> SafeString:
 
 
 def duration(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds == 0:
-        return "0 s"
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
+    """The pages' one way to write a length of time (controlplane.core.timefmt)."""
+    return duration_text(seconds)

@@ -13,6 +13,7 @@ from controlplane.approvals.cards import ApprovalCard, approval_cards
 from controlplane.approvals.models import Approval
 from controlplane.approvals.services import ApprovalClosed, ApprovalCommentInvalid, approval_decide
 from controlplane.core.terminal import one_line
+from controlplane.core.timefmt import duration_text, when_text
 
 BODY_PREVIEW_CHARS = 400
 HEADER_VALUE_CHARS = 200
@@ -21,7 +22,7 @@ HEADER_VALUE_CHARS = 200
 def card_lines(card: ApprovalCard) -> list[str]:
     """One approval as an approver needs it, as on the web card."""
     if card.status == Approval.Status.PENDING:
-        state = f"pending, {card.seconds_left} s left (expires {card.expires_at:%H:%M:%S} UTC)"
+        state = f"pending, {duration_text(card.seconds_left)} left (expires {when_text(card.expires_at)})"
     else:
         by = f" by {card.decided_by}" if card.decided_by else ""
         state = f"{card.status}{by}" + (f" ({card.channel})" if card.channel else "")

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
+import os
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
@@ -12,26 +14,33 @@ from controlplane.audit import checkpoints
 from controlplane.audit.export import csv_rows, filtered_records, jsonl_lines
 from controlplane.audit.verify import verify_database
 
+# The option parsers raise ArgumentTypeError, not CommandError: Django parses the command line before it
+# catches CommandError, so one raised here was a 40-line traceback; argparse turns this into its usage
+# line and one error line (exit 2).
 
 def _moment(text: str) -> dt.datetime:
     """ISO 8601 date or date-time; without an offset it is UTC."""
     try:
         value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
-        raise CommandError(f"not an ISO 8601 time: {text!r}") from exc
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from exc
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+HEX = frozenset("0123456789abcdef")
 
 
 def _anchor(text: str) -> tuple[int, str]:
     seq, _, digest = text.partition(":")
-    if not seq.isdigit() or int(seq) < 1 or len(digest) != 64:
-        raise CommandError("--anchor is SEQ:HASH, e.g. 1000:<64 hex digits> from an earlier verify")
+    if not seq.isdigit() or int(seq) < 1 or len(digest) != 64 or any(c not in HEX for c in digest.lower()):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not SEQ:HASH (e.g. 1000:<64 hex digits> from an earlier verify)")
     return int(seq), digest.lower()
 
 
 def _workers(text: str) -> int:
     if not text.isdigit():
-        raise CommandError("--workers is a whole number (0: one per CPU)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (0: one per CPU)")
     return int(text)
 
 
@@ -98,6 +107,8 @@ class Command(BaseCommand):
         sys.exit(1)
 
     def _export(self, opts):
+        if opts["since"] and opts["until"] and opts["since"] > opts["until"]:
+            raise CommandError("--since is after --until: no time is in that range")
         records = filtered_records(since=opts["since"], until=opts["until"], worker=opts["worker"],
                                    run=opts["run"], kind=opts["kind"], verdict=opts["verdict"])
         chunks = csv_rows(records) if opts["format"] == "csv" else jsonl_lines(records)
@@ -106,5 +117,13 @@ class Command(BaseCommand):
             with open(opts["output"], "w", encoding="utf-8", newline=newline) as out:
                 out.writelines(chunks)
         else:
-            for chunk in chunks:
-                self.stdout.write(chunk, ending="")
+            try:
+                for chunk in chunks:
+                    self.stdout.write(chunk, ending="")
+                self.stdout.flush()
+            except BrokenPipeError:
+                # The reader stopped (`| head`): not an error. Close the records' cursor while the database
+                # is still open (left to the collector it complained at exit), and point stdout at
+                # /dev/null so the interpreter's own flush at exit does not raise again.
+                chunks.close()
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

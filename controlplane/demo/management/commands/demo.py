@@ -15,10 +15,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.approvals.models import Approval
 from controlplane.audit.verify import verify_database
+from controlplane.core.timefmt import when_text
 from controlplane.demo import chat as demo_chat
 from controlplane.demo import proposals as demo_proposals
 from controlplane.demo import scenario
-from controlplane.demo.report import report_lines, run_facts, summary_line
+from controlplane.demo.report import approval_wait, report_lines, run_facts, summary_line
 from controlplane.fleet.models import Run
 from controlplane.proposals.models import Proposal
 
@@ -140,15 +141,14 @@ class Command(BaseCommand):
                        else f"; nobody decided: {', '.join(what for _, what, _, _ in held)}" if held else "")
                 state = f"still {run.status}" if run.is_live else f"{run.status}, its proposals unsettled,"
                 raise CommandError(f"run {run.pk} {state} after {limit:.0f} s{why}")
-            for key, what, expires_at, post in self._held(run, chat):
+            for key, what, wait, post in self._held(run, chat):
                 if key in shown or (auto_approve and not post):
                     continue  # the relay posts it within a poll or two
                 shown.add(key)
                 if not auto_approve:
                     self.say(f"held for approval: {what}")
                     self.say(f"  approve it at {scenario.web_url('/approvals/')} (as an approver), or react "
-                             f"{demo_chat.APPROVE} on its post in the approvers' room; it waits until "
-                             f"{expires_at:%H:%M:%S}")
+                             f"{demo_chat.APPROVE} on its post in the approvers' room; {wait}")
                     continue
                 demo_chat.approve_in_chat(chat, post)
                 self.say(f"approved {what}: {chat.approver.user_id} reacted {demo_chat.APPROVE} on post "
@@ -159,13 +159,14 @@ class Command(BaseCommand):
 
     @staticmethod
     def _held(run: Run, chat: demo_chat.DemoChat) -> list[tuple]:
-        """(key, what, expires at, its approval post's event id or "") for each pending decision."""
+        """(key, what, how long it waits in words, its approval post's event id or "") for each pending
+        decision."""
         chat_post = demo_chat.approval_post
-        held = [(("approval", a.pk), f"{a.request.get('method')} {a.request.get('url')}", a.expires_at,
+        held = [(("approval", a.pk), f"{a.request.get('method')} {a.request.get('url')}", approval_wait(a),
                  chat_post(chat, approval=a))
                 for a in Approval.objects.filter(run=run, status=Approval.Status.PENDING)]
         held += [(("proposal", p.pk), f"proposal: {p.kind} to {p.destination.name if p.destination else '-'}",
-                  p.expires_at, chat_post(chat, proposal=p))
+                  f"it can be approved until {when_text(p.expires_at)}", chat_post(chat, proposal=p))
                  for p in Proposal.objects.filter(run=run, status=Proposal.Status.PENDING)]
         return held
 

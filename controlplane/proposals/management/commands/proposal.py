@@ -10,8 +10,32 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from controlplane.core.timefmt import EPOCH, when_text
 from controlplane.proposals import previews, services
 from controlplane.proposals.models import Proposal
+
+LIST_COLUMNS = ("id", "status", "worker", "run", "kind", "destination", "what", "approved by rule")
+
+
+def decision_facts(proposal: Proposal) -> dict:
+    """What `show` answers first: where the proposal stands, who decided it (a person, an earned-trust
+    rule, or nobody yet) and what came of it; times in UTC with the date."""
+    if proposal.trust_rule_id:
+        decider = f"earned-trust rule {proposal.trust_rule.name}"
+    elif proposal.decided_by_id:
+        decider = proposal.decided_by.get_username()
+    else:
+        decider = None
+    return {
+        "id": str(proposal.pk), "status": proposal.status, "worker": proposal.worker.name,
+        "run": proposal.run_id, "created": when_text(proposal.created_at, EPOCH),
+        "expires": when_text(proposal.expires_at, EPOCH), "decided_by": decider,
+        "decided": when_text(proposal.decided_at, EPOCH) if proposal.decided_at else None,
+        "channel": proposal.channel or None, "reason": proposal.reason or None,
+        "attempts": proposal.attempts,
+        "executed": when_text(proposal.executed_at, EPOCH) if proposal.executed_at else None,
+        "outcome": proposal.result or None,
+    }
 
 
 class Command(BaseCommand):
@@ -38,6 +62,7 @@ class Command(BaseCommand):
             proposals = Proposal.objects.select_related("worker", "destination").order_by("-created_at")
             if options.get("status"):
                 proposals = proposals.filter(status=options["status"])
+            self.stdout.write("\t".join(LIST_COLUMNS))
             for p in proposals[:200]:
                 rule = f"\trule {p.trust_rule.name}" if p.trust_rule_id else ""
                 self.stdout.write(
@@ -49,8 +74,10 @@ class Command(BaseCommand):
         proposal_id = options["proposal_id"]
         try:
             if action == "show":
-                proposal = Proposal.objects.select_related("worker", "destination").get(pk=proposal_id)
-                self.stdout.write(json.dumps(previews.preview(proposal), indent=2, default=str))
+                proposal = Proposal.objects.select_related("worker", "destination", "decided_by",
+                                                           "trust_rule").get(pk=proposal_id)
+                shown = {**decision_facts(proposal), **previews.preview(proposal)}
+                self.stdout.write(json.dumps(shown, indent=2, default=str))
                 return
             user = self._user(options["user"])
             if action == "retry":

@@ -52,17 +52,32 @@
       setState("closed", "reconnecting…"); setTimeout(connect, 2000);
     };
   }
+  // The pages' one way to write a length of time (controlplane.core.timefmt.duration_text): the two
+  // largest units, the smaller left out when 0: "12 s", "4 min 58 s", "23 h 59 min", "3 d 2 h".
+  function duration(seconds) {
+    const parts = [[Math.floor(seconds / 86400), "d"], [Math.floor(seconds % 86400 / 3600), "h"],
+                   [Math.floor(seconds % 3600 / 60), "min"], [seconds % 60, "s"]];
+    const first = parts.findIndex(function (p) { return p[0] > 0; });
+    if (first < 0) return "0 s";
+    return parts.slice(first, first + 2).filter(function (p) { return p[0] > 0; })
+      .map(function (p) { return p[0] + " " + p[1]; }).join(" ");
+  }
   function tick() {
     const now = Date.now() / 1000;
     let expired = false;
     for (const el of queue.querySelectorAll("time[data-expires]")) {
       const left = Math.max(0, Math.round(Number(el.dataset.expires) - now));
-      el.textContent = left > 0 ? Math.floor(left / 60) + " min " + (left % 60) + " s" : "expired";
+      el.textContent = left > 0 ? duration(left) : "expired";
       if (left === 0 && !el.dataset.done) {
         el.dataset.done = "1";
         expired = true;
         el.closest("article").querySelectorAll("button").forEach(function (b) { b.disabled = true; });
       }
+    }
+    // The box's own wait (the gateway's hold) ends first; the card stays decidable after it.
+    for (const el of queue.querySelectorAll("time[data-box-until]")) {
+      const left = Math.max(0, Math.round(Number(el.dataset.boxUntil) - now));
+      el.textContent = left > 0 ? duration(left) : "stopped waiting";
     }
     if (expired) setTimeout(refresh, 1000);  // the server no longer lists it; show that
   }
