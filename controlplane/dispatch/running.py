@@ -19,10 +19,10 @@ from django.utils import timezone
 
 from controlplane.audit.services import audit_append
 from controlplane.core.errors import RosterError
-from controlplane.dispatch import agentbox, box, preflight
+from controlplane.dispatch import admission, agentbox, box, preflight
 from controlplane.dispatch.answers import run_answer
 from controlplane.dispatch.budget import budget_refusal
-from controlplane.dispatch.engine import docker_client
+from controlplane.dispatch.engine import box_labels, docker_client
 from controlplane.dispatch.rundirs import run_dirs_create, run_dirs_remove
 from controlplane.dispatch.runinput import conversation_of, run_input_assemble
 from controlplane.dispatch.sentinels import sentinel_environment
@@ -114,20 +114,16 @@ def ground_check(run: Run):
     return client, network, image_id
 
 
-def run_dispatch(run_id: int) -> None:
-    """Claim the run, check the ground, start its box, watch it to the end, clean up. Safe to call twice."""
-    claimed = run_claim(run_id)
-    if claimed is None:
-        log.info("run %s: not queued any more; this delivery does nothing", run_id)
-        return
-    run, token = claimed
-    claimed_at = time.monotonic()
+def run_prepare(run: Run, token: str, *, watched: bool = False):
+    """Check the ground and create the claimed run's box, not started: (client, container), or None when
+    the run was refused or failed here (recorded, and nothing left behind). Whoever starts the box
+    attaches to it first (box_launch), so none of its output can be missed."""
     client = None
     try:
         ground = ground_check(run)
         if isinstance(ground, str):
-            run_end(run_id, Run.Status.REFUSED, ground)
-            return
+            run_end(run.pk, Run.Status.REFUSED, ground)
+            return None
         client, network, image_id = ground
         run_input = run_input_assemble(run, conversation_of(run))
         try:
@@ -135,30 +131,87 @@ def run_dispatch(run_id: int) -> None:
             if plan.image != settings.ROSTER_BOX_IMAGE:
                 image_id = agentbox.plan_image_id(client, plan)
         except RosterError as exc:  # a preset's image missing, no model key granted: say what to do
-            run_end(run_id, Run.Status.REFUSED, str(exc))
-            return
+            run_end(run.pk, Run.Status.REFUSED, str(exc))
+            _cleanup(client, run.pk)
+            return None
         dirs = run_dirs_create(run, run_input, plan)
         kwargs = box.box_create_kwargs(run, image_id=image_id, network=network, token=token, dirs=dirs,
                                        sentinels=sentinel_environment(run.worker), plan=plan)
-        container = client.containers.create(**kwargs)
-        collector = box.box_output_collector(container)  # before start: no output can be missed
-        container.start()
-        started = timezone.now()
+        if watched:
+            kwargs["labels"] = box_labels(run.pk, watched=True)
+        Run.objects.filter(pk=run.pk).update(image_id=image_id)
+        return client, client.containers.create(**kwargs)
+    except Exception as exc:
+        log.exception("run %s: dispatch failed", run.pk)
+        run_end(run.pk, Run.Status.FAILED, f"dispatch failed: {exc.__class__.__name__}: {str(exc)[:300]}")
+        _cleanup(client, run.pk)
+        return None
+
+
+def box_launch(run_id: int, container, *, claimed_at: float | None = None):
+    """Attach to the created box, start it, mark its run running: (collector, deadline), or None if the
+    run ended meanwhile (a cancel, the reaper), and then the box is gone too."""
+    collector = box.box_output_collector(container)  # before start: no output can be missed
+    container.start()
+    started = timezone.now()
+    if claimed_at is not None:
         log.info("run %s: box up %.0f ms after claim", run_id, 1000 * (time.monotonic() - claimed_at))
-        deadline = started + timedelta(seconds=run.timeout_seconds)
-        if run_mark_running(run_id, started_at=started, deadline=deadline, image_id=image_id,
-                            container_id=container.id) is None:
-            log.info("run %s ended while its box was starting; removing the box", run_id)
-            collector.stop()
-            return
-        outcome = box.box_watch(container, deadline, collector=collector)
+    run = Run.objects.get(pk=run_id)
+    deadline = started + timedelta(seconds=run.timeout_seconds)
+    if run_mark_running(run_id, started_at=started, deadline=deadline, image_id=run.image_id,
+                        container_id=container.id) is None:
+        log.info("run %s ended while its box was starting; removing the box", run_id)
+        collector.stop()
+        box.box_kill(container)
+        return None
+    return collector, deadline
+
+
+def box_done(client, run_id: int, outcome: box.BoxOutcome) -> None:
+    """The box exited (or was killed): remove it, then end the run with what it printed, then its dirs."""
+    with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
         box.box_remove(client, run_id)  # gone before the run reads as ended
-        run_finish(run_id, outcome)
+    run_finish(run_id, outcome)
+    run_dirs_remove(run_id)
+
+
+def _cleanup(client, run_id: int) -> None:
+    if client is not None:
+        with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+            box.box_remove(client, run_id)
+    run_dirs_remove(run_id)
+
+
+def runs_admit() -> list[int]:
+    """One admission pass (controlplane.dispatch.admission) and the boxes of the runs it admitted created,
+    not started: the box watcher starts and watches them, so no Celery process holds a box."""
+    prepared = []
+    for run, token in admission.admit(run_claim):
+        if run_prepare(run, token, watched=True) is not None:
+            prepared.append(run.pk)
+    return prepared
+
+
+def run_dispatch(run_id: int) -> None:
+    """Inline, in this process: claim the run, check the ground, start its box, watch it to the end, clean
+    up. Safe to call twice. For tests and tools; queued dispatch goes through runs_admit and the watcher."""
+    claimed = run_claim(run_id)
+    if claimed is None:
+        log.info("run %s: not queued any more; this delivery does nothing", run_id)
+        return
+    run, token = claimed
+    prepared = run_prepare(run, token)
+    if prepared is None:
+        return
+    client, container = prepared
+    try:
+        launched = box_launch(run_id, container, claimed_at=time.monotonic())
+        if launched is None:
+            return
+        collector, deadline = launched
+        box_done(client, run_id, box.box_watch(container, deadline, collector=collector))
     except Exception as exc:
         log.exception("run %s: dispatch failed", run_id)
         run_end(run_id, Run.Status.FAILED, f"dispatch failed: {exc.__class__.__name__}: {str(exc)[:300]}")
     finally:
-        if client is not None:
-            with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
-                box.box_remove(client, run_id)
-        run_dirs_remove(run_id)
+        _cleanup(client, run_id)
