@@ -55,7 +55,7 @@ def admit(claim) -> list:
         room = free_slots()
         if room <= 0:
             return claimed
-        # A few spare candidates: a run cancelled or claimed elsewhere since the read is skipped, not waited on.
+        # A few spare candidates: a run cancelled or claimed elsewhere since the read is skipped.
         for run_id in queued_in_order().values_list("pk", flat=True)[: room + 8]:
             got = claim(run_id)
             if got is not None:

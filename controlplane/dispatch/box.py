@@ -241,7 +241,8 @@ def box_watch(container, deadline: datetime, *, follow: bool = True,
     return box_outcome(container, collector, exit_code, timed_out=timed_out)
 
 
-def box_outcome(container, collector: OutputCollector, exit_code: int | None, *, timed_out: bool) -> BoxOutcome:
+def box_outcome(container, collector: OutputCollector, exit_code: int | None, *,
+                timed_out: bool) -> BoxOutcome:
     """What an exited box leaves: the rest of its output, its exit code, whether memory killed it."""
     collector.finish(timeout=settings.ROSTER_BOX_KILL_WAIT_SECONDS)
     oom = False

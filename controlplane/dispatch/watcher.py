@@ -117,7 +117,8 @@ class BoxWatcher:
                     if run_id is not None:
                         self.inbox.put((event.get("Action") or event.get("status"), run_id))
             except DOCKER_ERRORS as exc:
-                log.warning("boxwatcher: docker events stream lost (%s); reconnecting", exc.__class__.__name__)
+                log.warning("boxwatcher: docker events stream lost (%s); reconnecting",
+                            exc.__class__.__name__)
             if not self.stopping.is_set():
                 time.sleep(1.0)
 
@@ -211,7 +212,8 @@ class BoxWatcher:
             containers = self.client.containers.list(
                 all=True, filters={"label": f"roster.namespace={settings.ROSTER_BOX_NAMESPACE}"})
         except DOCKER_ERRORS as exc:
-            log.warning("boxwatcher: docker engine unavailable (%s); nothing reconciled", exc.__class__.__name__)
+            log.warning("boxwatcher: docker engine unavailable (%s); nothing reconciled",
+                        exc.__class__.__name__)
             return counts
         by_run = {_run_of(c.labels or {}): c for c in containers}
         live = Run.objects.filter(status__in=[Run.Status.STARTING, Run.Status.RUNNING],
