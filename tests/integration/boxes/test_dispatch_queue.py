@@ -100,17 +100,20 @@ def test_dispatch_delivered_twice_starts_one_box(queued_stack):
     assert Run.objects.get(pk=run.pk).status == Run.Status.SUCCEEDED
 
 
-def test_runs_reconciled_after_the_worker_is_killed(queued_stack, celery_workers, docker_client):
+def test_runs_reconciled_after_the_worker_and_the_watcher_are_killed(queued_stack, celery_workers,
+                                                                    box_watchers, docker_client):
     worker = worker_create("crash-worker")
     vanished = run_start(worker, ["sleep", "300"], timeout=600)
     finished = run_start(worker, ["sh", "-c", "sleep 2; echo finished unwatched"], timeout=600)
     wait_for_run(vanished.pk, {Run.Status.RUNNING})
     wait_for_run(finished.pk, {Run.Status.RUNNING})
-    celery_workers.kill()  # SIGKILL: the watchers die, the boxes do not
+    celery_workers.kill()  # SIGKILL, both: the host's processes crash, the boxes do not
+    box_watchers.kill()
     docker_client.containers.get(box_name(vanished.pk)).remove(force=True)
     docker_client.containers.get(box_name(finished.pk)).wait(timeout=30)
     assert Run.objects.get(pk=vanished.pk).status == Run.Status.RUNNING  # nobody noticed yet
-    celery_workers.start()  # reconciles on start
+    celery_workers.start()  # each reconciles on start
+    box_watchers.start()
     vanished = wait_for_run(vanished.pk, ENDED, timeout=40)
     finished = wait_for_run(finished.pk, ENDED, timeout=40)
     assert (vanished.status, vanished.status_reason) == (Run.Status.FAILED, "the box's container is gone")
