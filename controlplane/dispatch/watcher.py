@@ -208,6 +208,10 @@ class BoxWatcher:
     def reconcile(self) -> dict[str, int]:
         """Every live run of this host against the boxes Docker has. Returns counts, for logs and tests."""
         counts = {"started": 0, "followed": 0, "finished": 0, "failed": 0}
+        # The runs first, then the boxes: a box is created before its run reads as running, so a run seen
+        # running here whose box is missing from the list taken after really has lost it.
+        live = list(Run.objects.filter(status__in=[Run.Status.STARTING, Run.Status.RUNNING],
+                                       box_host=settings.ROSTER_BOX_NAMESPACE))
         try:
             containers = self.client.containers.list(
                 all=True, filters={"label": f"roster.namespace={settings.ROSTER_BOX_NAMESPACE}"})
@@ -216,8 +220,6 @@ class BoxWatcher:
                         exc.__class__.__name__)
             return counts
         by_run = {_run_of(c.labels or {}): c for c in containers}
-        live = Run.objects.filter(status__in=[Run.Status.STARTING, Run.Status.RUNNING],
-                                  box_host=settings.ROSTER_BOX_NAMESPACE)
         for run in live:
             try:
                 done = self._reconcile_one(run, by_run.get(run.pk))

@@ -3,6 +3,7 @@ One per box host; scripts/up.sh and compose start it next to the Celery worker."
 
 from __future__ import annotations
 
+import logging
 import signal
 
 from django.core.management.base import BaseCommand
@@ -16,8 +17,6 @@ def _admit() -> None:
     try:
         admit_runs.delay()
     except Exception:  # noqa: BLE001 - broker down: the reaper's periodic pass admits later
-        import logging
-
         logging.getLogger(__name__).warning("boxwatcher: could not queue an admission pass; the reaper will")
 
 
@@ -25,6 +24,8 @@ class Command(BaseCommand):
     help = "Start, follow and finish this box host's boxes (one per host)."
 
     def handle(self, *args, **options):
+        # Each box started and finished is a line of this process's log (var/log/boxwatcher.log).
+        logging.getLogger("controlplane.dispatch").setLevel(logging.INFO)
         watcher = BoxWatcher(on_slot_free=_admit)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: watcher.stop())
