@@ -66,6 +66,7 @@ class BoxWatcher:
         self.stopping = threading.Event()
         self._events_stream = None
         self._last_beat = 0.0
+        self.docker_ok = False  # the last reconcile reached Docker: only then is a heartbeat written
 
     # --- the loop ---
 
@@ -91,7 +92,7 @@ class BoxWatcher:
 
     def heartbeat(self) -> None:
         now = time.monotonic()
-        if now - self._last_beat < 1.0:
+        if now - self._last_beat < 1.0 or not self.docker_ok:
             return
         self._last_beat = now
         path = settings.ROSTER_BOXWATCHER_HEARTBEAT_FILE
@@ -218,7 +219,9 @@ class BoxWatcher:
         except DOCKER_ERRORS as exc:
             log.warning("boxwatcher: docker engine unavailable (%s); nothing reconciled",
                         exc.__class__.__name__)
+            self.docker_ok = False
             return counts
+        self.docker_ok = True
         by_run = {_run_of(c.labels or {}): c for c in containers}
         for run in live:
             try:
