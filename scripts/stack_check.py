@@ -30,7 +30,8 @@ METRICS_PORT = int(os.environ.get("ROSTER_METRICS_PORT", "8003"))
 RELAY_PORT = int(os.environ.get("ROSTER_RELAY_PORT", "8004"))
 BRIDGE = os.environ.get("ROSTER_BOX_BRIDGE", "roster-br0")
 TIMEOUT = 5.0
-HEARTBEAT = Path(os.environ.get("ROSTER_BOXWATCHER_HEARTBEAT_FILE", str(VAR / "run" / "boxwatcher.heartbeat")))
+HEARTBEAT = Path(os.environ.get("ROSTER_BOXWATCHER_HEARTBEAT_FILE",
+                                str(VAR / "run" / "boxwatcher.heartbeat")))
 HEARTBEAT_FRESH_SECONDS = 10.0
 
 
