@@ -234,6 +234,11 @@ class BoxWatcher:
         self.on_slot_free()  # a lost admission message, a slot freed while nobody watched
         return counts
 
+    @staticmethod
+    def _still_running(run_id: int) -> bool:
+        """Re-read: an inline dispatch removes its box just before it ends its run."""
+        return Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).exists()
+
     def _reconcile_one(self, run: Run, container) -> str:
         watched = self.boxes.get(run.pk)
         if watched is not None:
@@ -246,7 +251,7 @@ class BoxWatcher:
                 return "finished"
             return ""
         if container is None:
-            if run.status == Run.Status.RUNNING and run.container_id:
+            if run.status == Run.Status.RUNNING and run.container_id and self._still_running(run.pk):
                 running.run_end(run.pk, Run.Status.FAILED, "the box's container is gone")
                 return "failed"
             return ""  # still being created by its dispatch (the reaper fails it past the start grace)
