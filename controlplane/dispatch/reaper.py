@@ -45,7 +45,7 @@ def _reap_live(client, run: Run, container, now: datetime) -> str:
         return ""
     if container is None:
         if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).exists():
-            return ""  # its watcher ended it meanwhile (a box is removed just before its run ends)
+            return ""  # its watcher ended it meanwhile
         run_end(run.pk, Run.Status.FAILED, "the box's container is gone")
         return "failed"
     if run.deadline and now > run.deadline + grace:

@@ -168,10 +168,13 @@ def box_launch(run_id: int, container, *, claimed_at: float | None = None):
 
 
 def box_done(client, run_id: int, outcome: box.BoxOutcome) -> None:
-    """The box exited (or was killed): remove it, then end the run with what it printed, then its dirs."""
-    with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
-        box.box_remove(client, run_id)  # gone before the run reads as ended
+    """The box exited (or was killed): end the run with what it printed, then remove the box and its dirs.
+    In that order so a watcher killed in between loses nothing: the run's outcome is recorded, and the box
+    of an ended run is the reaper's to remove (the other order left a running run without its box, which
+    a restarted watcher could only fail as gone)."""
     run_finish(run_id, outcome)
+    with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+        box.box_remove(client, run_id)
     run_dirs_remove(run_id)
 
 

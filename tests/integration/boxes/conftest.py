@@ -117,10 +117,16 @@ def box_stack(box_site, django_db_setup, django_db_blocker, redis_url, tmp_path_
 
 
 @pytest.fixture
-def stack(box_stack, settings, transactional_db):
-    """The session stack, with this process's settings pointing at it."""
+def stack(box_stack, settings, transactional_db, monkeypatch):
+    """The session stack, with this process's settings pointing at it. Runs are dispatched inline here
+    (running.run_dispatch): the dispatch message `run_start` queues is not sent, because a session's
+    Celery worker, once a queued test started it, would take it as an admission pass and claim the oldest
+    queued run, the one the test is about to dispatch itself (queued_stack sends them)."""
+    from controlplane.dispatch import tasks
+
     for name, value in box_stack.settings.items():
         setattr(settings, name, value)
+    monkeypatch.setattr(tasks.dispatch_run, "delay", lambda *args, **kwargs: None)
     return box_stack
 
 
@@ -144,6 +150,15 @@ def celery_broker(redis_url):
     app.conf.broker_url = redis_url
     yield app
     app.conf.broker_url = previous
+
+
+def _send_dispatch(*args, **kwargs):
+    from controlplane.dispatch import tasks
+
+    return tasks.dispatch_run.apply_async(args, kwargs)
+
+
+SEND_DISPATCH = _send_dispatch
 
 
 class Restartable:
@@ -200,9 +215,12 @@ def box_watchers(celery_env, celery_broker, tmp_path_factory):
 
 
 @pytest.fixture
-def queued_stack(stack, celery_workers, box_watchers):
+def queued_stack(stack, celery_workers, box_watchers, monkeypatch):
     """The stack plus a live Celery worker consuming dispatches and the box watcher starting and following
     the boxes (each restarted if a test killed it)."""
+    from controlplane.dispatch import tasks
+
+    monkeypatch.setattr(tasks.dispatch_run, "delay", SEND_DISPATCH)
     celery_workers.ensure()
     box_watchers.ensure()
     return stack
