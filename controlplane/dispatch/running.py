@@ -1,8 +1,10 @@
-"""Running a run, the worker side (a Celery worker's dispatch task): claim it, check the ground, start
-its box, mark it running, watch the box to the end, finish the run, clean up. Every state change goes
-through controlplane.fleet.services.run_set_status (audited), except the claim, which must be a
-conditional UPDATE so two deliveries of one dispatch can never both start a box; it writes its own
-audit record in the same transaction."""
+"""Running a run, the worker side: claim it, check the ground, create its box; start it (attached first, so
+no output is missed), mark it running, finish the run when the box ends, clean up. A queued dispatch
+(runs_admit, a Celery task) only admits and creates; the box watcher (controlplane.dispatch.watcher) does
+the rest, so no Celery process is held for a box's life. run_dispatch does it all inline, for tools and
+tests. Every state change goes through controlplane.fleet.services.run_set_status (audited), except the
+claim, which must be a conditional UPDATE so two deliveries of one dispatch can never both start a box; it
+writes its own audit record in the same transaction."""
 
 from __future__ import annotations
 
