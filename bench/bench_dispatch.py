@@ -1,11 +1,15 @@
 """Dispatch latency: from `run_start` (a run requested) to the run's process running inside its box,
-through the whole real path (Redis, a Celery worker, the claim, preflight with the real gateway's health
+through the whole real path (Redis, a Celery worker's admission pass, the box watcher that starts the box,
+the claim, preflight with the real gateway's health
 check and the host firewall check, the box's mounts and limits), side by side with a bare `docker run`
 of the same image running the same command. The process prints the time it started; both sides are
 measured to that timestamp.
 
 Runs in a child process against a throwaway SQLite database, its own Redis, a throwaway locked network
-and its own gateway + control plane. ROSTER_BENCH_DISPATCH_RUNS sets the number of measured runs."""
+and its own gateway + control plane. ROSTER_BENCH_DISPATCH_RUNS sets the number of measured runs.
+
+Concurrent starts: ROSTER_BENCH_DISPATCH_CONCURRENT runs (default 10) requested at once, each measured from
+the request to its process running, with the Celery worker's two processes: a box holds none of them."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RUNS = int(os.environ.get("ROSTER_BENCH_DISPATCH_RUNS", "10"))
 WARMUP = 2
+CONCURRENT = int(os.environ.get("ROSTER_BENCH_DISPATCH_CONCURRENT", "10"))
 IMAGE = os.environ.get("ROSTER_BOX_IMAGE", "roster-box:latest")
 PRINT_START = ["python3", "-c", "import time; print(repr(time.time()))"]
 
@@ -62,6 +67,26 @@ def _roster_run(worker) -> float:
     return float(run.output.strip().splitlines()[-1]) - begun
 
 
+def _concurrent_starts(worker, count: int) -> list[float]:
+    """`count` runs requested at once; each one's seconds from the burst's start to its process running."""
+    from controlplane.dispatch.starting import run_start
+    from controlplane.fleet.models import Run
+
+    begun = time.time()
+    runs = [run_start(worker, PRINT_START, timeout=120) for _ in range(count)]
+    deadline = time.monotonic() + 120
+    while Run.objects.filter(pk__in=[r.pk for r in runs], status__in=Run.LIVE_STATUSES).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("concurrent runs still live after 120s")
+        time.sleep(0.05)
+    samples = []
+    for run in Run.objects.filter(pk__in=[r.pk for r in runs]):
+        if run.status != Run.Status.SUCCEEDED:
+            raise RuntimeError(f"run {run.pk} {run.status}: {run.status_reason}")
+        samples.append(float(run.output.strip().splitlines()[-1]) - begun)
+    return samples
+
+
 def _child(tmp: Path, database_url: str) -> dict:
     from tests.support import procs
     from tests.support.gateway import gateway_process
@@ -78,6 +103,7 @@ def _child(tmp: Path, database_url: str) -> dict:
                    "ROSTER_GATEWAY_PORT": str(port), "ROSTER_BOX_IMAGE": IMAGE,
                    "ROSTER_BOX_RUNS_DIR": str(tmp / "runs"), "ROSTER_BOX_CODE_DIR": str(tmp / "code"),
                    "ROSTER_VAULT_KEY_FILE": str(tmp / "vault.key"),
+                   "ROSTER_BOXES_PER_HOST": str(max(CONCURRENT, 2)),
                    "ROSTER_GATEWAY_TOKEN_SHA256": hashlib.sha256(service_token.encode()).hexdigest()}
             env = procs.control_plane_env(database_url.removeprefix("sqlite:///"), redis_url, box)
             with procs.daphne_server(env, tmp) as url, gateway_process(
@@ -87,7 +113,7 @@ def _child(tmp: Path, database_url: str) -> dict:
                 env.update({"ROSTER_GATEWAY_CA_CERT": str(gw.ca_cert_path),
                             "ROSTER_GATEWAY_HEALTH_URL": gw.health_url})
                 os.environ.update(env)
-                with procs.celery_worker(env, tmp):
+                with procs.celery_worker(env, tmp), procs.box_watcher(env, tmp):
                     import django
 
                     django.setup()
@@ -102,10 +128,11 @@ def _child(tmp: Path, database_url: str) -> dict:
                     for _ in range(RUNS):  # interleaved, so load on the shared machine hits both alike
                         roster.append(_roster_run(worker))
                         bare.append(_bare_docker_run(network))
+                    concurrent = _concurrent_starts(worker, CONCURRENT)
     finally:
         subprocess.run(["docker", "network", "rm", network], capture_output=True)
         subprocess.run([str(REPO / "scripts" / "network-unlock.sh"), bridge], capture_output=True)
-    return {"roster": _stats(roster), "bare": _stats(bare)}
+    return {"roster": _stats(roster), "bare": _stats(bare), "concurrent": _stats(concurrent)}
 
 
 def main() -> None:
@@ -118,10 +145,12 @@ def main() -> None:
         out = subprocess.run([sys.executable, "-m", "bench.bench_dispatch", "--child", tmp, database_url],
                              cwd=REPO, env=env, check=True, capture_output=True, text=True).stdout
     result = json.loads(out.strip().splitlines()[-1])
-    roster, bare = result["roster"], result["bare"]
+    roster, bare, concurrent = result["roster"], result["bare"], result["concurrent"]
     print(f"dispatch latency, request -> process running in the box ({RUNS} runs each, seconds)")
     print(f"{'':28}{'median':>9}{'p90':>9}{'min':>9}{'max':>9}")
-    for label, row in (("roster run_start (Celery)", roster), ("bare docker run", bare)):
+    rows = (("roster run_start (Celery)", roster), ("bare docker run", bare),
+            (f"{CONCURRENT} concurrent starts", concurrent))
+    for label, row in rows:
         print(f"{label:28}" + "".join(f"{row[k]:9.3f}" for k in ("median", "p90", "min", "max")))
     ratio = roster["median"] / bare["median"]
     print(f"ratio (median): {ratio:.2f}x (target <= 1.5x)")

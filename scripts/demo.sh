@@ -19,7 +19,7 @@ hook_port=${ROSTER_DEMO_HOOK_PORT:-18094}
 
 alive() { [ -f "var/run/$1.pid" ] && kill -0 "$(cat "var/run/$1.pid")" 2>/dev/null; }
 healthy() {  # this checkout's stack, all of it, answering
-  for name in decision-api gateway web relay celery-worker; do alive "$name" || return 1; done
+  for name in decision-api gateway web relay celery-worker boxwatcher; do alive "$name" || return 1; done
   curl -fsS -o /dev/null "http://127.0.0.1:$web_port/accounts/login/" 2>/dev/null &&
     curl -fsS -o /dev/null "http://127.0.0.1:$health_port/healthz" 2>/dev/null
 }

@@ -1,12 +1,13 @@
 """Readiness checks for the one-machine stack (scripts/up.sh): each one authenticates where the real caller
 does and checks the answer, not just that a port is open. Standard library only.
 
-    stack_check.py decision-api|gateway|web|relay|canary [--wait SECONDS]
+    stack_check.py decision-api|gateway|web|relay|boxwatcher|canary [--wait SECONDS]
 
 Prints one line, `ok: ...` or `FAILED: what is wrong and where to look`, and exits 0 or 1. `canary` sends
 one request through the gateway on the box bridge's address, as a box would, and wants a legible decision
 from the control plane (a 407 bad_token deny: the canary has no run token); a 503 means the gateway could
-not get a decision."""
+not get a decision. `boxwatcher` wants the box watcher's heartbeat fresh: it is written each time the
+watcher's loop turns, after it reached Docker and reconciled this host's runs."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ METRICS_PORT = int(os.environ.get("ROSTER_METRICS_PORT", "8003"))
 RELAY_PORT = int(os.environ.get("ROSTER_RELAY_PORT", "8004"))
 BRIDGE = os.environ.get("ROSTER_BOX_BRIDGE", "roster-br0")
 TIMEOUT = 5.0
+HEARTBEAT = Path(os.environ.get("ROSTER_BOXWATCHER_HEARTBEAT_FILE",
+                                str(VAR / "run" / "boxwatcher.heartbeat")))
+HEARTBEAT_FRESH_SECONDS = 10.0
 
 
 class Failed(Exception):
@@ -194,12 +198,26 @@ def check_canary() -> str:
     )
 
 
+def check_boxwatcher() -> str:
+    try:
+        stamp, _, watched = HEARTBEAT.read_text().strip().partition(" ")
+        age = time.time() - float(stamp)
+    except (OSError, ValueError) as exc:
+        raise Failed(f"the box watcher has written no heartbeat at {HEARTBEAT}; see var/log/boxwatcher.log"
+                     ) from exc
+    if age > HEARTBEAT_FRESH_SECONDS:
+        raise Failed(f"the box watcher's heartbeat is {age:.0f}s old (it is stuck or gone); "
+                     "see var/log/boxwatcher.log")
+    return f"box watcher reconciled and watching {watched or 0} box(es)"
+
+
 CHECKS = {
     "decision-api": check_decision_api,
     "gateway": check_gateway,
     "web": check_web,
     "relay": check_relay,
     "canary": check_canary,
+    "boxwatcher": check_boxwatcher,
 }
 # The ports each process listens on, with the setting that moves them: when a check fails because some
 # other program (another checkout's stack, say) holds one, the failure names that program.
@@ -210,6 +228,7 @@ PORTS = {
     "web": lambda: [(WEB_PORT, "ROSTER_WEB_PORT")],
     "relay": lambda: [(RELAY_PORT, "ROSTER_RELAY_PORT")],
     "canary": lambda: [],
+    "boxwatcher": lambda: [],
 }
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts the whole stack on one machine and proves it works: Redis, dockerd, the box network lockdown, the
 # secrets, the static files, the decision API (controlplane.decision_server: /api/gateway/ only), the
-# gateway, daphne (admin, pages, API, websockets), the relay (chat channels), a Celery worker and Celery
-# beat; then a canary request
+# gateway, daphne (admin, pages, API, websockets), the relay (chat channels), a Celery worker, the box
+# watcher (starts, follows and finishes the boxes, so no Celery process is held for a box's life) and
+# Celery beat; then a canary request
 # through the gateway on the box bridge's address that must come back as the control plane's decision.
 #
 # Every secret exists before the process that needs it starts (scripts/mint-secrets.sh). Each process is
@@ -59,6 +60,7 @@ probe_decision_api() { check decision-api --wait "$1" --pidfile var/run/decision
 probe_gateway() { check gateway --wait "$1" --pidfile var/run/gateway.pid; }
 probe_web() { check web --wait "$1" --pidfile var/run/web.pid; }
 probe_relay() { check relay --wait "$1" --pidfile var/run/relay.pid; }
+probe_boxwatcher() { check boxwatcher --wait "$1" --pidfile var/run/boxwatcher.pid; }
 probe_worker() {  # the worker must answer a ping over the broker, not just be alive
   local deadline=$((SECONDS + ${1%.*}))
   while :; do
@@ -95,6 +97,7 @@ ensure web 40 probe_web -- "$PY" -m daphne -b 127.0.0.1 -p "$WEB_PORT" controlpl
 ensure relay 30 probe_relay -- "$PY" -m controlplane.relay --host 127.0.0.1 --port "$RELAY_PORT"
 ensure celery-worker 60 probe_worker -- \
   "$PY" -m celery -A controlplane worker --loglevel INFO --concurrency 2 -n "roster-stack@%h"
+ensure boxwatcher 30 probe_boxwatcher -- "$PY" manage.py boxwatcher
 ensure celery-beat 2 probe_beat -- \
   "$PY" -m celery -A controlplane beat --loglevel INFO --schedule var/celerybeat-schedule
 

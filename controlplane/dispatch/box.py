@@ -181,11 +181,20 @@ def box_watch(container, deadline: datetime, *, follow: bool = True,
         box_kill(container)
         with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
             exit_code = container.wait(timeout=settings.ROSTER_BOX_KILL_WAIT_SECONDS)["StatusCode"]
+    return box_outcome(container, collector, exit_code, timed_out=timed_out)
+
+
+def box_outcome(container, collector: OutputCollector, exit_code: int | None, *,
+                timed_out: bool) -> BoxOutcome:
+    """What an exited box leaves: the rest of its output, its exit code, whether memory killed it."""
     collector.finish(timeout=settings.ROSTER_BOX_KILL_WAIT_SECONDS)
     oom = False
     with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
         container.reload()
-        oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
+        state = container.attrs.get("State", {})
+        oom = bool(state.get("OOMKilled"))
+        if exit_code is None and state.get("Status") in ("exited", "dead"):
+            exit_code = state.get("ExitCode")
     pieces = collector.pieces()
     return BoxOutcome(exit_code=exit_code, timed_out=timed_out, oom_killed=oom,
                       output="".join(text for _, text in pieces), truncated=collector.truncated,

@@ -19,5 +19,13 @@ def box_name(run_id: int) -> str:
     return f"{settings.ROSTER_BOX_NAMESPACE}-run-{run_id}"
 
 
-def box_labels(run_id: int) -> dict[str, str]:
-    return {"roster.namespace": settings.ROSTER_BOX_NAMESPACE, "roster.run": str(run_id)}
+# A box created for the box watcher (controlplane.dispatch.watcher) to start and follow; a box without it is
+# followed by the process that started it (running.run_dispatch, inline) and the watcher leaves it alone.
+WATCHED_LABEL = "roster.watched"
+
+
+def box_labels(run_id: int, *, watched: bool = False) -> dict[str, str]:
+    labels = {"roster.namespace": settings.ROSTER_BOX_NAMESPACE, "roster.run": str(run_id)}
+    if watched:
+        labels[WATCHED_LABEL] = "1"
+    return labels

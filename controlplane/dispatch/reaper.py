@@ -44,6 +44,8 @@ def _reap_live(client, run: Run, container, now: datetime) -> str:
             return "failed"
         return ""
     if container is None:
+        if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).exists():
+            return ""  # its watcher ended it meanwhile
         run_end(run.pk, Run.Status.FAILED, "the box's container is gone")
         return "failed"
     if run.deadline and now > run.deadline + grace:
@@ -63,6 +65,11 @@ def _reap_live(client, run: Run, container, now: datetime) -> str:
 def runs_reap() -> dict[str, int]:
     """One reconciliation pass. Returns counts of what it did, for logs and tests."""
     counts = {"failed": 0, "timed_out": 0, "finalised": 0, "removed": 0}
+    # The runs first, then the boxes: a box is created before its run reads as running, so a run seen
+    # running here whose box is missing from the list taken after has really lost it (the other order
+    # took a box created between the two reads for a vanished one).
+    live = list(Run.objects.filter(status__in=[Run.Status.STARTING, Run.Status.RUNNING],
+                                   box_host__in=("", settings.ROSTER_BOX_NAMESPACE)))
     try:
         client = docker_client()
         containers = client.containers.list(
@@ -76,8 +83,6 @@ def runs_reap() -> dict[str, int]:
         with contextlib.suppress(KeyError, ValueError):
             by_run[int(container.labels["roster.run"])] = container
     now = timezone.now()
-    live = Run.objects.filter(status__in=[Run.Status.STARTING, Run.Status.RUNNING],
-                              box_host__in=("", settings.ROSTER_BOX_NAMESPACE))
     live_ids = set()
     for run in live:
         live_ids.add(run.pk)
@@ -89,8 +94,13 @@ def runs_reap() -> dict[str, int]:
         if done:
             counts[done] += 1
             live_ids.discard(run.pk)
+    # A box whose run was still queued when the runs were read may belong to a run claimed since: only
+    # the boxes of runs that are not live now are removed.
+    claimed_since = set(Run.objects.filter(pk__in=[r for r in by_run if r not in live_ids],
+                                           status__in=[Run.Status.STARTING, Run.Status.RUNNING])
+                        .values_list("pk", flat=True))
     for run_id, container in by_run.items():
-        if run_id in live_ids:
+        if run_id in live_ids or run_id in claimed_since:
             continue
         with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
             container.remove(force=True)

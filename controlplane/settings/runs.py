@@ -1,5 +1,7 @@
 """Runs and their boxes: limits, where a box finds the gateway, preflight, reaping (controlplane.dispatch)."""
 
+import os
+
 from controlplane.core.env import env
 from controlplane.settings.base import VAR_DIR
 
@@ -56,3 +58,28 @@ ROSTER_RUN_REQUEUE_SECONDS = env.int("ROSTER_RUN_REQUEUE_SECONDS", 60, minimum=1
 ROSTER_BOX_KILL_WAIT_SECONDS = env.int("ROSTER_BOX_KILL_WAIT_SECONDS", 10, minimum=0)
 # The iptables binary the preflight reads the box network's firewall rules with.
 ROSTER_IPTABLES = env.str("ROSTER_IPTABLES", "iptables")
+
+# --- Admission and the box watcher (controlplane.dispatch.admission, controlplane.dispatch.watcher) ---
+
+
+def _host_box_limit(box_memory: str) -> int:
+    """Default per-host box limit, sized to the host: as many boxes as fit in its memory at their memory
+    limit, and at most 8 per core (a box mostly waits on its model), never below 2."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    text = box_memory.strip().lower().rstrip("b")
+    try:
+        per_box = int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
+        host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 2
+    return max(2, min(host // max(per_box, 1), 8 * (os.cpu_count() or 1)))
+
+
+# At most this many boxes live (starting or running) on this box host; a run beyond it stays queued, in
+# order, and is admitted when a box of this host ends.
+ROSTER_BOXES_PER_HOST = env.int("ROSTER_BOXES_PER_HOST", _host_box_limit(ROSTER_BOX_MEMORY), minimum=1)
+# The watcher reconciles every live run of this host against Docker this often (missed events), and
+# writes its heartbeat file each time its loop turns (scripts/up.sh checks it is fresh).
+ROSTER_BOXWATCHER_RECONCILE_SECONDS = env.float("ROSTER_BOXWATCHER_RECONCILE_SECONDS", 10.0, minimum=0.5)
+ROSTER_BOXWATCHER_HEARTBEAT_FILE = env.path("ROSTER_BOXWATCHER_HEARTBEAT_FILE",
+                                            VAR_DIR / "run" / "boxwatcher.heartbeat")

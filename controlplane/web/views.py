@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET
 from controlplane.approvals.cards import approval_cards_for_run
 from controlplane.conversations.selectors import channels_of_worker, run_delivery, run_messages
 from controlplane.core.taint import DataClass
+from controlplane.dispatch.admission import queue_state
 from controlplane.fleet.models import Run, Worker
 from controlplane.fleet.output import output_pieces, preview_pieces
 from controlplane.ledger.models import Unit
@@ -81,6 +82,7 @@ def run_timeline(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("worker", "filed_by"), pk=run_id)
     return render(request, "web/run_timeline.html", {
         "run": run,
+        "queue": queue_state(run),
         "taint": DataClass(run.taint).label,
         "entries": selectors.run_timeline(run),
         "approvals": approval_cards_for_run(run),

@@ -257,3 +257,18 @@ def test_a_healthy_relay_says_how_its_chat_servers_stand(fake):
         "1": {"connected": True}, "2": {"connected": False, "error": "ConnectionError: refused"}}})})
     said = stack_check.check_relay()
     assert "2 chat server(s)" in said and "server 2: ConnectionError: refused" in said
+
+
+def test_the_box_watcher_must_have_a_fresh_heartbeat(monkeypatch, tmp_path):
+    heartbeat = tmp_path / "boxwatcher.heartbeat"
+    monkeypatch.setattr(stack_check, "HEARTBEAT", heartbeat)
+    with pytest.raises(stack_check.Failed, match="no heartbeat"):
+        stack_check.check_boxwatcher()
+    heartbeat.write_text(f"{time.time() - 60:.3f} 3\n")
+    with pytest.raises(stack_check.Failed, match="60s old"):
+        stack_check.check_boxwatcher()
+    heartbeat.write_text("not a time\n")
+    with pytest.raises(stack_check.Failed, match="no heartbeat"):
+        stack_check.check_boxwatcher()
+    heartbeat.write_text(f"{time.time():.3f} 3\n")
+    assert stack_check.check_boxwatcher() == "box watcher reconciled and watching 3 box(es)"

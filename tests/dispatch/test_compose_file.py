@@ -147,18 +147,19 @@ def _control_plane_at(value, host_var: str = "${ROSTER_CONTROL_PLANE_HOST:-127.0
 def test_second_box_host_runs_compose_yaml_worker_and_gateway(services, box_host_services):
     """The second box host's worker and gateway are compose.yaml's: same image, options, mounts and
     privileges; they differ only in where the control plane is and in not waiting for its services."""
-    assert set(box_host_services) == {"celery-worker", "gateway"}
-    for name in ("celery-worker", "gateway"):
+    assert set(box_host_services) == {"celery-worker", "boxwatcher", "gateway"}
+    for name in ("celery-worker", "boxwatcher", "gateway"):
         mine, theirs = dict(services[name]), _control_plane_at(dict(box_host_services[name]))
         for key in set(mine) | set(theirs):
             if key == "depends_on":
                 continue
             expected = mine.get(key)
-            if name == "celery-worker" and key in ("command", "environment"):
+            if name in ("celery-worker", "boxwatcher") and key in ("command", "environment"):
                 # A box host must name its namespace (no default shared with the first host).
                 expected = _default_namespace_required(expected)
             assert theirs.get(key) == expected, f"{name}.{key}"
     assert box_host_services["celery-worker"]["depends_on"] == {"gateway": {"condition": "service_started"}}
+    assert box_host_services["boxwatcher"]["depends_on"] == {"gateway": {"condition": "service_started"}}
     assert "depends_on" not in box_host_services["gateway"]
 
 
@@ -169,3 +170,17 @@ def _default_namespace_required(value):
     if isinstance(value, list):
         return [_default_namespace_required(v) for v in value]
     return value.replace("${ROSTER_BOX_NAMESPACE:-roster}", required) if isinstance(value, str) else value
+
+
+@pytest.mark.parametrize("which", ["compose.yaml", "compose.box-host.yaml"])
+def test_each_box_host_runs_one_box_watcher_beside_its_worker(which):
+    services = yaml.safe_load((procs.REPO / which).read_text())["services"]
+    worker, watcher = services["celery-worker"], services["boxwatcher"]
+    assert watcher["command"] == ["python", "manage.py", "boxwatcher"]
+    assert watcher["volumes"] == worker["volumes"]  # the Docker socket and the run dirs at their host paths
+    assert watcher["network_mode"] == "host" and not watcher["cap_add"]  # never reads the firewall
+    env = {k: _default(v) for k, v in watcher["environment"].items()}
+    worker_env = {k: _default(v) for k, v in worker["environment"].items()}
+    for name in ("DATABASE_URL", "REDIS_URL", "ROSTER_BOX_NAMESPACE", "ROSTER_BOX_RUNS_DIR"):
+        assert env[name] == worker_env[name], name
+    assert env["ROSTER_BOXWATCHER_HEARTBEAT_FILE"] in " ".join(watcher["healthcheck"]["test"])

@@ -208,3 +208,35 @@ def test_stale_queued_runs_are_offered_again(worker, settings):
 def test_finish_times_as_docker_writes_them(value, expected):
     parsed = reaper._finished_at(SimpleNamespace(attrs={"State": {"FinishedAt": value}}))
     assert (str(parsed) if parsed else None) == expected
+
+
+def test_a_box_started_between_the_reads_is_not_taken_for_a_vanished_one(worker, engine):
+    """The box is created, then its run marked running, while the reaper reads: with the boxes read before
+    the runs, the reaper saw a running run without a box and failed it."""
+    starting = _live(worker, Run.Status.STARTING)
+    fake = engine()
+    listed = fake.list
+
+    def list_while_a_box_starts(**kwargs):
+        boxes = listed(**kwargs)
+        fake.all.append(FakeContainer(starting.pk, "rsttest"))
+        Run.objects.filter(pk=starting.pk).update(status=Run.Status.RUNNING)
+        return boxes
+
+    fake.list = list_while_a_box_starts
+    counts = reaper.runs_reap()
+    assert counts["failed"] == 0 and Run.objects.get(pk=starting.pk).status == Run.Status.RUNNING
+
+
+def test_a_box_of_a_run_claimed_since_the_runs_were_read_is_not_removed(worker, engine):
+    queued, _ = run_create(worker, command=["true"])
+    box = FakeContainer(queued.pk, "rsttest")
+    fake = engine(box)
+    listed = fake.list
+
+    def list_after_a_claim(**kwargs):
+        Run.objects.filter(pk=queued.pk).update(status=Run.Status.STARTING)
+        return listed(**kwargs)
+
+    fake.list = list_after_a_claim
+    assert reaper.runs_reap()["removed"] == 0 and not box.removed

@@ -17,14 +17,25 @@ def test_reap_runs_reconciles_and_offers_lost_dispatches_again(worker, monkeypat
     lost, _ = run_create(worker, command=["true"])
     Run.objects.filter(pk=lost.pk).update(created_at=timezone.now() - timedelta(minutes=10))
     run_create(worker, command=["true"])  # just queued: its message is still on its way
-    sent: list[int] = []
-    monkeypatch.setattr(tasks.dispatch_run, "delay", lambda run_id: sent.append(run_id))
+    sent: list[str] = []
+    monkeypatch.setattr(tasks.admit_runs, "delay", lambda: sent.append("admit"))
     monkeypatch.setattr(reaper, "runs_reap", lambda: {"failed": 0})
     assert tasks.reap_runs() == {"failed": 0}
-    assert sent == [lost.pk]
+    assert sent == ["admit"]  # one admission pass, which takes the oldest queued runs first
+
+
+def test_reap_runs_sends_nothing_when_no_dispatch_looks_lost(worker, monkeypatch, settings):
+    settings.ROSTER_RUN_REQUEUE_SECONDS = 60
+    run_create(worker, command=["true"])
+    sent: list[str] = []
+    monkeypatch.setattr(tasks.admit_runs, "delay", lambda: sent.append("admit"))
+    monkeypatch.setattr(reaper, "runs_reap", lambda: {"failed": 0})
+    tasks.reap_runs()
+    assert sent == []
 
 
 def test_dispatch_task_is_acked_late():
     assert tasks.dispatch_run.acks_late is True
     assert tasks.dispatch_run.name == "controlplane.dispatch.tasks.dispatch_run"
     assert tasks.reap_runs.name == "controlplane.dispatch.tasks.reap_runs"
+    assert tasks.admit_runs.acks_late is True

@@ -141,3 +141,22 @@ def celery_worker(env: dict[str, str], tmp: Path, concurrency: int = 2) -> Itera
         yield proc
     finally:
         stop(proc, grace=10)
+
+
+@contextlib.contextmanager
+def box_watcher(env: dict[str, str], tmp: Path) -> Iterator[subprocess.Popen]:
+    """`manage.py boxwatcher` (controlplane.dispatch.watcher), up once it has reconciled and written its
+    heartbeat."""
+    heartbeat = tmp / "boxwatcher.heartbeat"
+    heartbeat.unlink(missing_ok=True)
+    proc = spawn([VENV_PY, "manage.py", "boxwatcher"],
+                 env={**env, "ROSTER_BOXWATCHER_HEARTBEAT_FILE": str(heartbeat)}, log=tmp / "boxwatcher.log")
+    try:
+        deadline = time.monotonic() + 30
+        while not heartbeat.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the box watcher did not come up; see {tmp / 'boxwatcher.log'}")
+            time.sleep(0.1)
+        yield proc
+    finally:
+        stop(proc, grace=10)

@@ -47,7 +47,8 @@ def _reference():
 
 def test_verify_button_uses_the_workers(auditor, long_chain):
     check = _verify_on_the_page(auditor)
-    assert check.ok and check.records_checked == 24 and check.message == _reference().message
+    # The page adds what the latest checkpoint says (here: none yet) after the chain's own verdict.
+    assert check.ok and check.records_checked == 24 and check.message.startswith(_reference().message)
     assert long_chain == [1]
 
 

@@ -148,3 +148,16 @@ def test_timeline_shows_output_as_quoted_data_and_traces(approver, run):
 @pytest.mark.parametrize("run_id", [2**63, 10**20])
 def test_timeline_of_an_id_beyond_the_database_is_404(approver, run_id):
     assert _login(approver).get(f"/runs/{run_id}/").status_code == 404
+
+
+def test_timeline_of_a_queued_run_says_why_it_waits_and_its_position(approver, worker, settings):
+    from controlplane.fleet.services import run_create
+
+    settings.ROSTER_BOX_NAMESPACE, settings.ROSTER_BOXES_PER_HOST = "rstpage", 1
+    busy, waiting = (run_create(worker, command=["true"])[0] for _ in range(2))
+    Run.objects.filter(pk=busy.pk).update(status=Run.Status.RUNNING, box_host="rstpage")
+    html = _login(approver).get(f"/runs/{waiting.pk}/").content.decode()
+    assert ('<dd id="queue-reason">waiting for a box slot: all 1 on this host are in use; position 1 of 1 '
+            "(next in line)</dd>") in html
+    assert '<dd id="queue-position">1 of 1 (1 of 1 box slots in use on this host)</dd>' in html
+    assert 'id="queue-reason"' not in _login(approver).get(f"/runs/{busy.pk}/").content.decode()

@@ -117,10 +117,16 @@ def box_stack(box_site, django_db_setup, django_db_blocker, redis_url, tmp_path_
 
 
 @pytest.fixture
-def stack(box_stack, settings, transactional_db):
-    """The session stack, with this process's settings pointing at it."""
+def stack(box_stack, settings, transactional_db, monkeypatch):
+    """The session stack, with this process's settings pointing at it. Runs are dispatched inline here
+    (running.run_dispatch): the dispatch message `run_start` queues is not sent, because a session's
+    Celery worker, once a queued test started it, would take it as an admission pass and claim the oldest
+    queued run, the one the test is about to dispatch itself (queued_stack sends them)."""
+    from controlplane.dispatch import tasks
+
     for name, value in box_stack.settings.items():
         setattr(settings, name, value)
+    monkeypatch.setattr(tasks.dispatch_run, "delay", lambda *args, **kwargs: None)
     return box_stack
 
 
@@ -130,6 +136,8 @@ def celery_env(box_stack, redis_url, django_db_setup):
     token_sha = hashlib.sha256(GATEWAY_SERVICE_TOKEN.encode()).hexdigest()
     return procs.control_plane_env(db_name, redis_url, {
         **{k: str(v) for k, v in box_stack.settings.items()}, "ROSTER_GATEWAY_TOKEN_SHA256": token_sha,
+        # Room for test_watcher_boxes' 21 boxes at once, whatever the host's default.
+        "ROSTER_BOXES_PER_HOST": "32", "ROSTER_BOXWATCHER_RECONCILE_SECONDS": "2",
     })
 
 
@@ -144,18 +152,32 @@ def celery_broker(redis_url):
     app.conf.broker_url = previous
 
 
-class CeleryWorkers:
-    """The session's Celery worker, which a test may kill hard (SIGKILL: its watchers die mid-run, as
-    in a crash) and start again."""
+def _send_dispatch(*args, **kwargs):
+    from controlplane.dispatch import tasks
 
-    def __init__(self, env: dict[str, str], tmp: Path):
-        self.env, self.tmp = env, tmp
+    return tasks.dispatch_run.apply_async(args, kwargs)
+
+
+SEND_DISPATCH = _send_dispatch
+
+
+class Restartable:
+    """One of the session's processes (the Celery worker, the box watcher), which a test may kill hard
+    (SIGKILL, as in a crash: a Celery worker's tasks or the watcher's attachments die mid-run) and start
+    again."""
+
+    def __init__(self, factory, env: dict[str, str], tmp: Path, log_name: str):
+        self.factory, self.env, self.tmp, self.log_name = factory, env, tmp, log_name
         self.stack = contextlib.ExitStack()
         self.proc = None
 
     def start(self):
-        self.proc = self.stack.enter_context(procs.celery_worker(self.env, self.tmp))
+        self.proc = self.stack.enter_context(self.factory(self.env, self.tmp))
         return self.proc
+
+    def ensure(self):
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
 
     def kill(self):
         os.killpg(self.proc.pid, signal.SIGKILL)
@@ -167,13 +189,13 @@ class CeleryWorkers:
         self.stack.close()
 
     def log(self) -> str:
-        path = self.tmp / "celery.log"
+        path = self.tmp / self.log_name
         return path.read_text(errors="replace") if path.exists() else ""
 
 
 @pytest.fixture(scope="session")
 def celery_workers(celery_env, celery_broker, tmp_path_factory):
-    workers = CeleryWorkers(celery_env, tmp_path_factory.mktemp("celery"))
+    workers = Restartable(procs.celery_worker, celery_env, tmp_path_factory.mktemp("celery"), "celery.log")
     workers.start()
     try:
         yield workers
@@ -181,11 +203,26 @@ def celery_workers(celery_env, celery_broker, tmp_path_factory):
         workers.close()
 
 
+@pytest.fixture(scope="session")
+def box_watchers(celery_env, celery_broker, tmp_path_factory):
+    watchers = Restartable(procs.box_watcher, celery_env, tmp_path_factory.mktemp("boxwatcher"),
+                           "boxwatcher.log")
+    watchers.start()
+    try:
+        yield watchers
+    finally:
+        watchers.close()
+
+
 @pytest.fixture
-def queued_stack(stack, celery_workers):
-    """The stack plus a live Celery worker consuming dispatches (restarted if a test killed it)."""
-    if celery_workers.proc is None or celery_workers.proc.poll() is not None:
-        celery_workers.start()
+def queued_stack(stack, celery_workers, box_watchers, monkeypatch):
+    """The stack plus a live Celery worker consuming dispatches and the box watcher starting and following
+    the boxes (each restarted if a test killed it)."""
+    from controlplane.dispatch import tasks
+
+    monkeypatch.setattr(tasks.dispatch_run, "delay", SEND_DISPATCH)
+    celery_workers.ensure()
+    box_watchers.ensure()
     return stack
 
 

@@ -38,6 +38,16 @@ def _gone(client, run_id) -> bool:
     return False
 
 
+def _removed_soon(client, run_id, timeout: float = 20) -> bool:
+    """The run ends first, then its box goes (a watcher killed in between must lose no outcome)."""
+    deadline = time.monotonic() + timeout
+    while not _gone(client, run_id):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def test_run_start_wait_logs_from_the_command_line(queued_stack, docker_client):
     worker_create("cli-worker")
     command = ["sh", "-c", 'echo "hello from $ROSTER_WORKER"']
@@ -49,7 +59,7 @@ def test_run_start_wait_logs_from_the_command_line(queued_stack, docker_client):
     assert f"{run_id}\tcli-worker\thuman\tsucceeded" in _cli("list")
     run = Run.objects.get(pk=run_id)
     assert run.exit_code == 0 and run.image_id.startswith("sha256:") and run.token_hash is None
-    assert _gone(docker_client, run_id)
+    assert _removed_soon(docker_client, run_id)
     with pytest.raises(CommandError, match="already ended"):
         _cli("cancel", str(run_id))
 
@@ -73,7 +83,7 @@ def test_box_is_killed_at_its_deadline(queued_stack, docker_client):
     assert time.monotonic() - begun < 30
     assert run.output == "started\n"
     assert run.token_hash is None
-    assert _gone(docker_client, run.pk)
+    assert _removed_soon(docker_client, run.pk)
 
 
 def test_output_is_bounded(queued_stack, settings):
@@ -100,17 +110,20 @@ def test_dispatch_delivered_twice_starts_one_box(queued_stack):
     assert Run.objects.get(pk=run.pk).status == Run.Status.SUCCEEDED
 
 
-def test_runs_reconciled_after_the_worker_is_killed(queued_stack, celery_workers, docker_client):
+def test_runs_reconciled_after_the_worker_and_the_watcher_are_killed(queued_stack, celery_workers,
+                                                                    box_watchers, docker_client):
     worker = worker_create("crash-worker")
     vanished = run_start(worker, ["sleep", "300"], timeout=600)
     finished = run_start(worker, ["sh", "-c", "sleep 2; echo finished unwatched"], timeout=600)
     wait_for_run(vanished.pk, {Run.Status.RUNNING})
     wait_for_run(finished.pk, {Run.Status.RUNNING})
-    celery_workers.kill()  # SIGKILL: the watchers die, the boxes do not
+    celery_workers.kill()  # SIGKILL, both: the host's processes crash, the boxes do not
+    box_watchers.kill()
     docker_client.containers.get(box_name(vanished.pk)).remove(force=True)
     docker_client.containers.get(box_name(finished.pk)).wait(timeout=30)
     assert Run.objects.get(pk=vanished.pk).status == Run.Status.RUNNING  # nobody noticed yet
-    celery_workers.start()  # reconciles on start
+    celery_workers.start()  # each reconciles on start
+    box_watchers.start()
     vanished = wait_for_run(vanished.pk, ENDED, timeout=40)
     finished = wait_for_run(finished.pk, ENDED, timeout=40)
     assert (vanished.status, vanished.status_reason) == (Run.Status.FAILED, "the box's container is gone")

@@ -5,6 +5,8 @@
                                               with `preset use` or in the admin; default: the reference agent)
     run wait ID [--timeout S]                             exit status 0 only if the run succeeded
     run logs ID
+    run show ID                                           its status, and for a queued run why it waits and
+                                                          its position in the queue
     run list [--worker NAME] [--status STATUS] [--limit N]   newest first, one line per run
     run cancel ID
 
@@ -23,6 +25,7 @@ from django.utils import timezone
 
 from controlplane.core.errors import RosterError
 from controlplane.core.terminal import one_line, shell_line
+from controlplane.dispatch.admission import queue_state
 from controlplane.dispatch.cancelling import run_cancel
 from controlplane.dispatch.starting import run_start, run_start_agent
 from controlplane.fleet.models import Run, Worker
@@ -71,11 +74,21 @@ def _duration(run: Run) -> str:
     return text + ("+" if run.ended_at is None else "")  # still going
 
 
+def _reason(run: Run) -> str:
+    """Why the run is where it is: its recorded reason, or for a queued run why it waits and where."""
+    state = queue_state(run)
+    return state.reason if state is not None else run.status_reason
+
+
 def _list_row(run: Run) -> list[str]:
     started = f"{run.started_at:%Y-%m-%d %H:%M:%S}" if run.started_at else "-"
     exit_code = "-" if run.exit_code is None else str(run.exit_code)
     return [str(run.pk), run.worker.name, run.origin, run.status, started, _duration(run), exit_code,
-            one_line(run.status_reason, 80) or "-", shell_line(run.command) or "-"]
+            one_line(_reason(run), 100) or "-", shell_line(run.command) or "-"]
+
+
+def _when(value) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S} UTC" if value else "-"
 
 
 def _line(run: Run) -> str:
@@ -121,6 +134,8 @@ class Command(BaseCommand):
         wait = sub.add_parser("wait", help="wait for a run to end")
         wait.add_argument("id", type=int)
         wait.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+        show = sub.add_parser("show", aliases=["status"], help="a run's status; a queued run's place in line")
+        show.add_argument("id", type=int)
         logs = sub.add_parser("logs", help="print a run's captured output")
         logs.add_argument("id", type=int)
         logs.add_argument("--sources", action="store_true",
@@ -133,6 +148,7 @@ class Command(BaseCommand):
         cancel.add_argument("id", type=int)
 
     def handle(self, *args, action, **options):
+        action = {"status": "show"}.get(action, action)
         try:
             getattr(self, f"do_{action}")(**options)
         except RosterError as exc:
@@ -165,6 +181,22 @@ class Command(BaseCommand):
         if run.status != Run.Status.SUCCEEDED:
             raise CommandError(f"{_line(run)}: did not succeed")
         self.stdout.write(_line(run))
+
+    def do_show(self, *, id, **_):
+        run = _run(id)
+        state = queue_state(run)
+        self.stdout.write(f"run {run.pk}: {run.status}")
+        rows = [("worker", run.worker.name), ("origin", run.origin), ("created", _when(run.created_at)),
+                ("started", _when(run.started_at)), ("ended", _when(run.ended_at)),
+                ("exit code", "-" if run.exit_code is None else str(run.exit_code)),
+                ("command", shell_line(run.command) or "-")]
+        if state is not None:
+            rows += [("waiting", state.reason), ("position", f"{state.position} of {state.queued}"),
+                     ("box slots", f"{state.live} of {state.limit} in use on this host")]
+        elif run.status_reason:
+            rows.append(("reason", one_line(run.status_reason, 300)))
+        for name, value in rows:
+            self.stdout.write(f"  {name + ':':<11}{_inert(value)}")
 
     def do_logs(self, *, id, sources=False, **_):
         """The box's output in arrival order, as `docker logs` gives it: what it wrote to stderr on stderr
