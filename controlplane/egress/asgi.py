@@ -1,6 +1,7 @@
 """Serving /api/gateway/ under ASGI with as little per-request machinery as Django allows: no middleware,
 no per-request thread context, no request signals. The API's blocking work runs on its own database
-thread (controlplane.egress.db_thread.in_pool), so nothing here needs Django's thread-sensitive executor."""
+thread (controlplane.egress.db_thread.on_db_thread), so nothing here needs Django's thread-sensitive
+executor."""
 
 from __future__ import annotations
 

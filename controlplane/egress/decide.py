@@ -17,9 +17,11 @@ from controlplane.approvals.services import (
     request_digest,
     request_snapshot,
 )
+from controlplane.core.db import in_transaction
 from controlplane.core.taint import DataClass
 from controlplane.egress.allow import allow
 from controlplane.egress.answer import Answer
+from controlplane.egress.db_thread import groupable, in_group
 from controlplane.egress.policy_cache import PolicyState, grant_rules_for_worker, state_for
 from controlplane.egress.records import (
     audit_connection,
@@ -44,10 +46,16 @@ def run_state(run: Run) -> engine.RunState:
                            untrusted=run.untrusted)
 
 
+@groupable
 def decide(req: EgressRequest) -> Answer:
+    """Decide one egress request. Alone, any failure is a deny (policy_error). In a group of decisions
+    (controlplane.egress.db_thread) any failure raises instead: the group rolls back, and this request is
+    decided again alone."""
     decision_id = new_decision_id()
+    if in_group():
+        return _decide(req, decision_id, grouped=True)
     try:
-        return _decide(req, decision_id)
+        return _decide(req, decision_id, grouped=False)
     except Exception as exc:  # noqa: BLE001 - any failure on the trusted side is a deny
         # The exception type only: messages and tracebacks can carry request data.
         log.error("decision %s failed: %s", decision_id, type(exc).__name__)
@@ -76,18 +84,22 @@ def _same_footing(before: Run, after: Run) -> bool:
         after.pk, after.status, after.taint, after.untrusted, after.policy_version)
 
 
-def _decide(req: EgressRequest, decision_id: str) -> Answer:
+def _decide(req: EgressRequest, decision_id: str, *, grouped: bool) -> Answer:
     run = live_run_for_token(req.token, with_policy_version=True)
     if run is None:
-        with transaction.atomic():
+        with in_transaction():
             return _bad_token(req, decision_id)
-    # Evaluated outside the transaction, so the compiled grants may come from (and go into) the cache.
-    state = state_for(run.policy_version)
+    # Alone, evaluated outside the transaction, so the compiled grants may come from (and go into) the
+    # cache. In a group, inside the group's transaction, which already holds the audit chain's write lock
+    # and writes no grant or secret: the cache too, and the run read once is the current one.
+    state = state_for(run.policy_version, policy_unwritten=grouped)
     sentinel_ids = _sentinel_ids(req)
     facts = req.facts(sentinel_ids)
     now = timezone.now()
     decision = engine.require_authentic(engine.evaluate(
         run_state(run), facts, grant_rules_for_worker(run.worker_id, state), now))
+    if grouped:
+        return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state)
     with transaction.atomic():
         # Re-read inside the write transaction: a run that ended, a taint raised or a grant revoked
         # since the first read is decided again on the current state, never on the stale one.
@@ -99,23 +111,6 @@ def _decide(req: EgressRequest, decision_id: str) -> Answer:
             decision = engine.require_authentic(engine.evaluate(
                 run_state(run), facts, grant_rules_for_worker(run.worker_id, state), now))
         return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state)
-
-
-def decide_grouped(req: EgressRequest) -> Answer:
-    """decide() inside a group's transaction (controlplane.egress.db_thread), which already holds the
-    audit chain's write lock: one read of the run, judged and recorded on it. Raises on any failure, so
-    the group rolls back and this request is decided again alone, by decide()."""
-    decision_id = new_decision_id()
-    run = live_run_for_token(req.token, with_policy_version=True)
-    if run is None:
-        return _bad_token(req, decision_id)
-    # A group of decisions writes no grant or secret, so the compiled grants may come from the cache.
-    state = state_for(run.policy_version, policy_unwritten=True)
-    sentinel_ids = _sentinel_ids(req)
-    now = timezone.now()
-    decision = engine.require_authentic(engine.evaluate(
-        run_state(run), req.facts(sentinel_ids), grant_rules_for_worker(run.worker_id, state), now))
-    return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state)
 
 
 def _sentinel_ids(req: EgressRequest) -> frozenset[int]:

@@ -20,8 +20,8 @@ from pydantic import BaseModel, ValidationError
 
 from controlplane.core.service_token import is_gateway_token
 from controlplane.egress import outcomes
-from controlplane.egress.db_thread import in_group_asgi
-from controlplane.egress.decide import decide, decide_grouped
+from controlplane.egress.db_thread import on_db_thread
+from controlplane.egress.decide import decide
 from controlplane.egress.routes import egress_request, outcome_items
 from controlplane.egress.schemas import DecideIn, OutcomesIn
 from controlplane.egress.wire import decided_body
@@ -37,13 +37,12 @@ class _Route:
 
 async def _decide(body: DecideIn) -> dict:
     started = time.perf_counter()
-    answer = await in_group_asgi(decide, decide_grouped, egress_request(body))
+    answer = await on_db_thread(None, decide, egress_request(body))
     return decided_body(answer, time.perf_counter() - started)
 
 
 async def _outcomes(body: OutcomesIn) -> dict:
-    return {"results": await in_group_asgi(outcomes.outcomes_report, outcomes.outcomes_grouped,
-                                           outcome_items(body))}
+    return {"results": await on_db_thread(None, outcomes.outcomes_report, outcome_items(body))}
 
 
 ROUTES = {

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from controlplane.audit.models import ModelTrace
 from controlplane.audit.services import audit_append
+from controlplane.egress.db_thread import groupable, in_group
 from controlplane.fleet.models import Run, RunDecision
 from controlplane.fleet.sql import run_decision_for_outcome, run_decision_mark_outcome
 from controlplane.ledger.services import settle
@@ -42,10 +43,15 @@ def outcome_report(decision_id: str, status: int, request_bytes: int, response_b
 OUTCOME_RESULTS = {OutcomeUnknown: "unknown", OutcomeConflict: "already_settled"}
 
 
+@groupable
 def outcomes_report(outcomes: Sequence[tuple]) -> list[str]:
     """Settle many outcomes in one transaction; one result per outcome, in order: "ok", "unknown" or
     "already_settled". An unknown or settled id writes nothing before it is refused, so it cannot spoil
-    its neighbours; any other failure rolls the batch back and each outcome is retried on its own."""
+    its neighbours. Alone, any other failure rolls the batch back and each outcome is retried on its own;
+    in a group (controlplane.egress.db_thread) it raises, so the group rolls back and this batch is
+    settled again alone."""
+    if in_group():
+        return [_settle_one(*outcome) for outcome in outcomes]
     try:
         with transaction.atomic():
             return [_settle_one(*outcome) for outcome in outcomes]
@@ -60,13 +66,6 @@ def outcomes_report(outcomes: Sequence[tuple]) -> list[str]:
             log.error("outcome %s failed: %s", outcome[0], type(exc).__name__)
             results.append("error")
     return results
-
-
-def outcomes_grouped(outcomes: Sequence[tuple]) -> list[str]:
-    """outcomes_report() inside a group's transaction (controlplane.egress.db_thread): an unknown or
-    settled id is refused without writing; any other failure raises, so the group rolls back and this
-    batch is settled again by outcomes_report()."""
-    return [_settle_one(*outcome) for outcome in outcomes]
 
 
 def _settle_one(decision_id: str, status: int, request_bytes: int, response_bytes: int, error: str,

@@ -20,9 +20,8 @@ from controlplane.approvals.services import approval_abandon
 from controlplane.core.service_token import is_gateway_token
 from controlplane.egress import outcomes
 from controlplane.egress.approval_wait import wait_for_approval
-from controlplane.egress.db_thread import in_group, in_pool
+from controlplane.egress.db_thread import on_db_thread
 from controlplane.egress.decide import decide as decide_request
-from controlplane.egress.decide import decide_grouped
 from controlplane.egress.limits import gateway_limits
 from controlplane.egress.request import EgressRequest
 from controlplane.egress.schemas import (
@@ -60,7 +59,7 @@ router = Router(tags=["gateway"], auth=GatewayAuth())
 @router.post("/decide", response={200: DecideOut}, summary="Decide one egress request")
 async def decide(request, body: DecideIn):
     started = time.perf_counter()
-    answer = await in_group(request, decide_request, decide_grouped, egress_request(body))
+    answer = await on_db_thread(request, decide_request, egress_request(body))
     return decided_body(answer, time.perf_counter() - started)
 
 
@@ -79,7 +78,7 @@ def egress_request(body: DecideIn) -> EgressRequest:
 async def sentinels(request):
     # Sentinels are placeholders the boxes hold anyway, never secret values; the gateway looks for them
     # (and their encodings) in whole requests and reports what it finds with /decide.
-    return 200, {"sentinels": await in_pool(request, all_sentinels)}
+    return 200, {"sentinels": await on_db_thread(request, all_sentinels)}
 
 
 @router.post("/approvals/{approval_id}/wait", response={200: WaitOut, 404: ErrorOut},
@@ -92,7 +91,7 @@ async def wait(request, approval_id: uuid.UUID, body: WaitIn):
 @router.post("/approvals/{approval_id}/abandon", response={200: OkOut, 404: ErrorOut},
              summary="The gateway stopped holding the request")
 async def abandon(request, approval_id: uuid.UUID):
-    return await in_pool(request, _abandon, approval_id)
+    return await on_db_thread(request, _abandon, approval_id)
 
 
 def _abandon(approval_id: uuid.UUID) -> Status:
@@ -105,7 +104,7 @@ def _abandon(approval_id: uuid.UUID) -> Status:
 
 @router.post("/outcome", response={200: OkOut, 404: ErrorOut, 409: ErrorOut}, summary="Report an outcome")
 async def outcome(request, body: OutcomeIn):
-    return await in_pool(request, _outcome, body)
+    return await on_db_thread(request, _outcome, body)
 
 
 def _outcome(body: OutcomeIn) -> Status:
@@ -121,8 +120,7 @@ def _outcome(body: OutcomeIn) -> Status:
 
 @router.post("/outcomes", response={200: OutcomesOut}, summary="Report many outcomes at once")
 async def outcomes_batch(request, body: OutcomesIn):
-    return {"results": await in_group(request, outcomes.outcomes_report, outcomes.outcomes_grouped,
-                                      outcome_items(body))}
+    return {"results": await on_db_thread(request, outcomes.outcomes_report, outcome_items(body))}
 
 
 def outcome_items(body: OutcomesIn) -> list[tuple]:
@@ -134,7 +132,7 @@ def outcome_items(body: OutcomesIn) -> list[tuple]:
 @router.post("/trace", response={200: OkOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut},
              summary="Store a model input byte-exactly")
 async def trace(request, body: TraceIn):
-    return await in_pool(request, _trace, body)
+    return await on_db_thread(request, _trace, body)
 
 
 def _trace(body: TraceIn) -> Status:
@@ -153,7 +151,7 @@ def _trace(body: TraceIn) -> Status:
 @router.get("/health", response={200: HealthOut, 503: HealthOut},
             summary="Control plane and database answer; the limits the gateway must keep within")
 async def health(request):
-    return await in_pool(request, _health)
+    return await on_db_thread(request, _health)
 
 
 def _health() -> Status:
