@@ -1,12 +1,12 @@
-"""The gateway's API (docs/wire.md): thin routes over the decision service (controlplane.egress.decide,
-.conclude, .outcomes), which answers in domain values; controlplane.egress.wire maps them to the wire.
+"""The gateway's API (docs/wire.md) beside its two per-request calls, /decide and /outcomes (those are
+controlplane.egress.gateway_calls): thin routes over the decision service (controlplane.egress.conclude,
+.outcomes, ...), which answers in domain values; controlplane.egress.wire maps them to the wire.
 Authenticated by the gateway's own service credential."""
 
 from __future__ import annotations
 
 import base64
 import logging
-import time
 import uuid
 
 from django.conf import settings
@@ -21,24 +21,17 @@ from controlplane.core.service_token import is_gateway_token
 from controlplane.egress import outcomes
 from controlplane.egress.approval_wait import wait_for_approval
 from controlplane.egress.db_thread import on_db_thread
-from controlplane.egress.decide import decide as decide_request
 from controlplane.egress.limits import gateway_limits
-from controlplane.egress.request import EgressRequest
 from controlplane.egress.schemas import (
-    DecideIn,
-    DecideOut,
     ErrorOut,
     HealthOut,
     OkOut,
     OutcomeIn,
-    OutcomesIn,
-    OutcomesOut,
     SentinelsOut,
     TraceIn,
     WaitIn,
     WaitOut,
 )
-from controlplane.egress.wire import decided_body
 from controlplane.vault.services import all_sentinels
 
 log = logging.getLogger(__name__)
@@ -54,24 +47,6 @@ class GatewayAuth(HttpBearer):
 
 
 router = Router(tags=["gateway"], auth=GatewayAuth())
-
-
-@router.post("/decide", response={200: DecideOut}, summary="Decide one egress request")
-async def decide(request, body: DecideIn):
-    started = time.perf_counter()
-    answer = await on_db_thread(request, decide_request, egress_request(body))
-    return decided_body(answer, time.perf_counter() - started)
-
-
-def egress_request(body: DecideIn) -> EgressRequest:
-    return EgressRequest(
-        token=body.token, method=body.method, scheme=body.scheme, host=body.host, port=body.port,
-        path=body.path,
-        headers=tuple(body.headers), body_size=body.body_size, body_sha256=body.body_sha256,
-        body_preview=body.body_preview, mcp=tuple((m.method, m.tool) for m in body.mcp),
-        sentinels=tuple(body.sentinels),
-        model_call=body.model_call.facts() if body.model_call else None,
-    )
 
 
 @router.get("/sentinels", response={200: SentinelsOut}, summary="Every sentinel, for the gateway's scan")
@@ -116,17 +91,6 @@ def _outcome(body: OutcomeIn) -> Status:
     except outcomes.OutcomeConflict:
         return Status(409, {"detail": "outcome already reported"})
     return Status(200, {"ok": True})
-
-
-@router.post("/outcomes", response={200: OutcomesOut}, summary="Report many outcomes at once")
-async def outcomes_batch(request, body: OutcomesIn):
-    return {"results": await on_db_thread(request, outcomes.outcomes_report, outcome_items(body))}
-
-
-def outcome_items(body: OutcomesIn) -> list[tuple]:
-    return [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error, o.scrubbed,
-             o.usage.usage() if o.usage else None)
-            for o in body.outcomes]
 
 
 @router.post("/trace", response={200: OkOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut},

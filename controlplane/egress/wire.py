@@ -58,7 +58,7 @@ def concluded_body(concluded: Concluded) -> dict:
 
 
 def decided_body(answer: Answer, seconds: float) -> dict:
-    """The answer to POST /decide (both routes: controlplane.egress.routes and .fast_routes), counted for
+    """The answer to POST /decide (controlplane.egress.gateway_calls), counted for
     the metrics on the way out: in-process increments only, nothing that touches the database."""
     count_decision(answer.decision.verdict, answer.decision.reason, seconds)
     return answer_body(answer)

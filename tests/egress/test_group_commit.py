@@ -200,7 +200,7 @@ def test_one_decide_raises_in_a_group_and_denies_alone(monkeypatch, token, secre
     from controlplane.egress import allow
     from controlplane.egress.db_thread import as_group
     from controlplane.egress.decide import decide
-    from controlplane.egress.routes import egress_request
+    from controlplane.egress.gateway_calls import egress_request
     from controlplane.egress.schemas import DecideIn
     from tests.egress.fixtures import decide_body
 
