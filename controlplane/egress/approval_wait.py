@@ -189,7 +189,7 @@ def _next_look(pending: _Pending, remaining: float, live: bool) -> float:
 
 
 async def wait_for_approval(request, approval_id: uuid.UUID, timeout_seconds: int) -> Status:
-    """Answer as soon as the approval leaves "pending", or "pending" when the timeout is over. Holds no
+    """EgressAnswer as soon as the approval leaves "pending", or "pending" when the timeout is over. Holds no
     thread and no transaction while waiting."""
     deadline = time.monotonic() + min(timeout_seconds, settings.ROSTER_APPROVAL_WAIT_MAX_SECONDS)
     # Announcements need this process's long-lived event loop (the servers'); elsewhere (Django's test

@@ -20,7 +20,7 @@ from controlplane.approvals.services import (
 from controlplane.core.db import in_transaction
 from controlplane.core.taint import DataClass
 from controlplane.egress.allow import allow
-from controlplane.egress.answer import Answer
+from controlplane.egress.answer import EgressAnswer
 from controlplane.egress.db_thread import groupable, in_group
 from controlplane.egress.policy_cache import PolicyState, grant_rules_for_worker, state_for
 from controlplane.egress.records import (
@@ -47,7 +47,7 @@ def run_state(run: Run) -> engine.RunState:
 
 
 @groupable
-def decide(req: EgressRequest) -> Answer:
+def decide(req: EgressRequest) -> EgressAnswer:
     """Decide one egress request. Alone, any failure is a deny (policy_error). In a group of decisions
     (controlplane.egress.db_thread) any failure raises instead: the group rolls back, and this request is
     decided again alone."""
@@ -62,21 +62,21 @@ def decide(req: EgressRequest) -> Answer:
         return policy_error_answer(decision_id, req.method, req.url)
 
 
-def policy_error_answer(decision_id: str, method: str, url: str) -> Answer:
+def policy_error_answer(decision_id: str, method: str, url: str) -> EgressAnswer:
     decision = engine.deny(DenyReason.POLICY_ERROR, "the control plane could not decide this request")
     try:
         with transaction.atomic():
             audit_decision(decision, decision_id, run=None, method=method, url=url, extra={})
     except Exception as exc:  # noqa: BLE001 - still a deny, even when the audit cannot be written
         log.error("could not audit policy error %s: %s", decision_id, type(exc).__name__)
-    return Answer(decision, decision_id)
+    return EgressAnswer(decision, decision_id)
 
 
-def _bad_token(req: EgressRequest, decision_id: str) -> Answer:
+def _bad_token(req: EgressRequest, decision_id: str) -> EgressAnswer:
     decision = engine.deny(DenyReason.BAD_TOKEN, "missing or unknown run token, or the run has ended")
     audit_decision(decision, decision_id, run=None, method=req.method, url=req.url,
                    extra={"token_present": bool(req.token)})
-    return Answer(decision, decision_id)
+    return EgressAnswer(decision, decision_id)
 
 
 def _same_footing(before: Run, after: Run) -> bool:
@@ -84,7 +84,7 @@ def _same_footing(before: Run, after: Run) -> bool:
         after.pk, after.status, after.taint, after.untrusted, after.policy_version)
 
 
-def _decide(req: EgressRequest, decision_id: str, *, grouped: bool) -> Answer:
+def _decide(req: EgressRequest, decision_id: str, *, grouped: bool) -> EgressAnswer:
     run = live_run_for_token(req.token, with_policy_version=True)
     if run is None:
         with in_transaction():
@@ -119,7 +119,7 @@ def _sentinel_ids(req: EgressRequest) -> frozenset[int]:
 
 
 def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, decision_id: str,
-                     sentinel_ids: frozenset[int], now: datetime, state: PolicyState) -> Answer:
+                     sentinel_ids: frozenset[int], now: datetime, state: PolicyState) -> EgressAnswer:
     approval = granted = budget = None
     inject: tuple[dict, ...] = ()
     replace: tuple[dict, ...] = ()
@@ -139,7 +139,7 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
         decision, budget, inject, replace = allowed.decision, allowed.budget, allowed.inject, allowed.replace
     if intercepted_connect(req.scheme, decision):
         audit_connection(decision_id, run, req.url)
-        return Answer(decision, decision_id)
+        return EgressAnswer(decision, decision_id)
     audit_decision(decision, decision_id, run=run, method=req.method, url=req.url, extra={
         "body_sha256": req.body_sha256, "body_size": req.body_size, "mcp": mcp_for_record(req.mcp),
         "approval": str((approval or granted).pk) if (approval or granted) else None, "budget": budget,
@@ -147,8 +147,8 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
     if decision.tripwire:
         slug = decision.grant.slug if decision.grant else None
         audit_tripwire(decision_id, run, req.url, slug, sentinel_ids)
-    return Answer(decision, decision_id, approval_id=str(approval.pk) if approval else None, budget=budget,
-                  inject=inject, replace=replace)
+    return EgressAnswer(decision, decision_id, approval_id=str(approval.pk) if approval else None,
+                        budget=budget, inject=inject, replace=replace)
 
 
 def _snapshot(req: EgressRequest, sentinel_ids: frozenset[int]) -> dict:

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from controlplane.audit.models import ModelTrace
 from controlplane.audit.services import audit_append
+from controlplane.core.errors import RosterError
 from controlplane.egress.db_thread import groupable, in_group
 from controlplane.fleet.models import Run, RunDecision
 from controlplane.fleet.sql import run_decision_for_outcome, run_decision_mark_outcome
@@ -22,11 +23,11 @@ from controlplane.ledger.types import AlreadySettled, TokenUsage, UnknownDecisio
 log = logging.getLogger(__name__)
 
 
-class OutcomeUnknown(Exception):
+class OutcomeUnknown(RosterError):
     """No allowed decision with this id (404)."""
 
 
-class OutcomeConflict(Exception):
+class OutcomeConflict(RosterError):
     """The decision's outcome (or trace) was already reported (409)."""
 
 

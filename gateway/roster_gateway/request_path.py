@@ -15,7 +15,7 @@ from roster_gateway.responses import deny_flow
 from roster_gateway.scrub import scrubber_for
 from roster_gateway.steps import ConnState, Steps
 from roster_gateway.swap import SwapRefused, apply_secrets
-from roster_gateway.wire import Decision
+from roster_gateway.wire import WireDecision
 
 RANGE_HEADERS = ("range", "if-range")
 
@@ -56,7 +56,7 @@ async def judge_request(steps: Steps, flow: http.HTTPFlow, state: ConnState) -> 
     await _allow(steps, flow, decision, state)
 
 
-async def _allow(steps: Steps, flow: http.HTTPFlow, decision: Decision, state: ConnState) -> None:
+async def _allow(steps: Steps, flow: http.HTTPFlow, decision: WireDecision, state: ConnState) -> None:
     request = flow.request
     host = shapes.normalise_host(request.host)
     ip = await steps.vet_or_deny(flow, decision, host)
