@@ -128,16 +128,15 @@ def _python_profile(items: list) -> None:
     import cProfile
     import pstats
 
-    from django.db import transaction
-
     from controlplane.egress import decide
+    from controlplane.egress.db_thread import as_group
 
     profiler = cProfile.Profile()
     profiler.enable()
     for start in range(0, DECISIONS, GROUP):
-        with transaction.atomic():
+        with as_group():
             for i in range(start, start + GROUP):
-                decide.decide_grouped(items[i % len(items)])
+                decide.decide(items[i % len(items)])
     profiler.disable()
     pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(45)
     pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
@@ -162,9 +161,10 @@ def _child(seed_file: str) -> None:
     import django
 
     django.setup()
-    from django.db import connection, transaction
+    from django.db import connection
 
     from controlplane.egress import decide, outcomes
+    from controlplane.egress.db_thread import as_group
 
     seed = json.loads(Path(seed_file).read_text())
     if connection.vendor == "postgresql":
@@ -187,14 +187,14 @@ def _child(seed_file: str) -> None:
 
     def decide_group(group: list) -> None:
         """As the decision API's database thread runs a group: one transaction, one commit."""
-        with transaction.atomic():
+        with as_group():
             for req in group:
-                if decide.decide_grouped(req).decision.verdict != "allow":
+                if decide.decide(req).decision.verdict != "allow":
                     raise RuntimeError("not allowed in a group")
 
     def settle_group(decision_ids: list[str]) -> None:
-        with transaction.atomic():
-            results = outcomes.outcomes_grouped([(d, 200, 100, 200, "") for d in decision_ids])
+        with as_group():
+            results = outcomes.outcomes_report([(d, 200, 100, 200, "") for d in decision_ids])
         if set(results) != {"ok"}:
             raise RuntimeError(f"outcomes not settled: {results}")
 

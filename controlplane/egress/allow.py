@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.utils import timezone
-
 from controlplane.audit.services import audit_append
-from controlplane.core.db import current_connection
 from controlplane.egress.policy_cache import PolicyState, secret_row
-from controlplane.fleet.models import Run, RunDecision
+from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_raise_taint
+from controlplane.fleet.sql import run_decision_insert
 from controlplane.ledger.services import reserve
 from controlplane.ledger.types import ModelCallFacts, OverBudget
 from controlplane.policy import engine
@@ -31,12 +29,6 @@ class Allowed:
     replace: tuple[dict, ...] = field(default=(), repr=False)
 
 
-_INSERT_RUN_DECISION = (
-    f"INSERT INTO {RunDecision._meta.db_table} (decision_id, run_id, grant_slug, result_class, untrusted, "
-    "trace, method, url, created_at, traced, secret_name) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
-
-
 def allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str, url: str, host: str,
           sentinel_ids: frozenset[int], state: PolicyState | None = None,
           model_call: ModelCallFacts | None = None) -> Allowed:
@@ -46,12 +38,10 @@ def allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str,
                        cost_micro=int(grant.cost_per_call), origin=run.origin, model_call=model_call)
     if isinstance(reserved, OverBudget):
         return Allowed(engine.deny(DenyReason.OVER_BUDGET, reserved.message), reserved.as_dict())
-    conn = current_connection()
-    with conn.cursor() as cur:  # plain SQL: the ORM's create() costs more than the insert
-        cur.execute(_INSERT_RUN_DECISION, [
-            decision_id, run.pk, grant.slug, int(grant.result_class), bool(grant.untrusted),
-            bool(grant.trace), method, url, conn.ops.adapt_datetimefield_value(timezone.now()), False,
-            _handed_secret_name(grant)])
+    run_decision_insert(decision_id=decision_id, run_id=run.pk, grant_slug=grant.slug,
+                        result_class=int(grant.result_class), untrusted=bool(grant.untrusted),
+                        trace=bool(grant.trace), method=method, url=url,
+                        secret_name=_handed_secret_name(grant))
     _raise_taint_for_result(run, grant)
     inject, replace = _credentials(run, grant, decision_id, host, url, sentinel_ids,
                                    state or PolicyState(None))

@@ -10,7 +10,7 @@ from controlplane.policy.engine import Decision
 
 
 @dataclass(frozen=True)
-class Answer:
+class EgressAnswer:
     """The service's answer to one egress request, or to a request whose approval was concluded.
     `inject` and `replace` carry secret values: never logged, never recorded."""
 
@@ -35,6 +35,6 @@ class Concluded:
     gateway's long-poll reports: approved, refused or expired."""
 
     status: str
-    answer: Answer
+    answer: EgressAnswer
     # The approver's comment with a refusal; the gateway returns it to the box in the 403.
     comment: str | None = None

@@ -33,7 +33,7 @@ from controlplane.approvals.selectors import approval_status
 from controlplane.approvals.services import approval_mark_expired
 from controlplane.egress.answer import Concluded
 from controlplane.egress.conclude import approval_conclude
-from controlplane.egress.db_thread import in_pool
+from controlplane.egress.db_thread import on_db_thread
 from controlplane.egress.decide import policy_error_answer
 from controlplane.egress.request import new_decision_id
 from controlplane.egress.wire import answer_body, concluded_body
@@ -189,7 +189,7 @@ def _next_look(pending: _Pending, remaining: float, live: bool) -> float:
 
 
 async def wait_for_approval(request, approval_id: uuid.UUID, timeout_seconds: int) -> Status:
-    """Answer as soon as the approval leaves "pending", or "pending" when the timeout is over. Holds no
+    """EgressAnswer as soon as the approval leaves "pending", or "pending" when the timeout is over. Holds no
     thread and no transaction while waiting."""
     deadline = time.monotonic() + min(timeout_seconds, settings.ROSTER_APPROVAL_WAIT_MAX_SECONDS)
     # Announcements need this process's long-lived event loop (the servers'); elsewhere (Django's test
@@ -200,10 +200,10 @@ async def wait_for_approval(request, approval_id: uuid.UUID, timeout_seconds: in
             if woken is not None:
                 woken.clear()  # before the read: an announcement arriving during it is not missed
             try:
-                state = await in_pool(request, _look, approval_id)
+                state = await on_db_thread(request, _look, approval_id)
             except Exception as exc:  # noqa: BLE001 - a failure while waiting is a deny, never a bare 500
                 log.error("waiting on approval %s failed: %s", approval_id, type(exc).__name__)
-                answer = await in_pool(request, policy_error_answer, new_decision_id(), "", "")
+                answer = await on_db_thread(request, policy_error_answer, new_decision_id(), "", "")
                 return Status(200, {"status": "expired", "decision": answer_body(answer)})
             if state is None:
                 return Status(404, {"detail": "no such approval"})

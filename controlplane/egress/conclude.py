@@ -12,7 +12,7 @@ from django.utils import timezone
 from controlplane.approvals.models import Approval
 from controlplane.approvals.services import approval_abandon, approval_consume
 from controlplane.egress.allow import allow
-from controlplane.egress.answer import Answer, Concluded
+from controlplane.egress.answer import Concluded, EgressAnswer
 from controlplane.egress.decide import policy_error_answer, run_state
 from controlplane.egress.limits import approval_hold_seconds
 from controlplane.egress.policy_cache import grant_rules_for_worker
@@ -83,8 +83,8 @@ def _approval_conclude(approval_id, decision_id: str) -> Concluded:
     audit_decision(decision, decision_id, run=run, method=req.get("method", ""), url=req.get("url", ""),
                    extra={"approval": str(approval.pk), "approved_by": who if status == "approved" else None,
                           "budget": budget})
-    return Concluded(status, Answer(decision, decision_id, budget=budget, inject=inject, replace=replace),
-                     comment=comment)
+    answer = EgressAnswer(decision, decision_id, budget=budget, inject=inject, replace=replace)
+    return Concluded(status, answer, comment=comment)
 
 
 def _no_longer_held(approval: Approval) -> bool:

@@ -9,15 +9,20 @@ A group is one transaction: its jobs run one after another inside it, exactly as
 chain is appended in arrival order, budgets are reserved against everything before them), and every
 answer is released only after the commit that made its records durable. If anything in a group fails,
 the whole group rolls back and each job runs again on its own, in its own transactions, as if no group
-had been tried: no answer is ever released for work that was rolled back."""
+had been tried: no answer is ever released for work that was rolled back.
+
+Callers see none of this: a route awaits `on_db_thread(request, fn, *args)`. A service function marked
+`@groupable` may be run in a group; it asks `in_group()` to know whether it is inside one (then it raises on
+any failure, so the group rolls back and the function runs again alone)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -28,13 +33,44 @@ from django.db import NotSupportedError, connection, transaction
 log = logging.getLogger(__name__)
 
 
+_GROUPABLE = "_roster_db_thread_groupable"
+_here = threading.local()
+
+
+def groupable(fn: Callable) -> Callable:
+    """Marks a service function whose work may share a group's transaction with other jobs. It must give
+    the same answer in a group as alone for the same state, and raise on any failure while in_group()."""
+    setattr(fn, _GROUPABLE, True)
+    return fn
+
+
+def in_group() -> bool:
+    """Whether the code running now is one job of a group, inside the group's one transaction."""
+    return getattr(_here, "grouped", False)
+
+
+@contextlib.contextmanager
+def as_group() -> Iterator[None]:
+    """One transaction for the jobs run inside it, each seeing in_group() (also what the decision profile,
+    bench/profile_decision.py, runs its groups in)."""
+    with transaction.atomic():
+        _here.grouped = True
+        try:
+            yield
+        finally:
+            _here.grouped = False
+
+
 @dataclass(frozen=True)
 class _Job:
-    alone: Callable  # runs on its own, opening (and committing) its own transactions
-    grouped: Callable | None  # runs inside a group's transaction; raises on any failure
+    fn: Callable
     args: tuple
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
+
+    @property
+    def groupable(self) -> bool:
+        return getattr(self.fn, _GROUPABLE, False)
 
 
 def _ensure_healthy_connection() -> None:
@@ -70,11 +106,11 @@ class GroupCommitter:
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    async def run(self, alone: Callable, grouped: Callable | None, *args):
+    async def run(self, fn: Callable, *args):
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._ensure_started()
-        self._jobs.put(_Job(alone, grouped, args, loop, future))
+        self._jobs.put(_Job(fn, args, loop, future))
         return await future
 
     def _ensure_started(self) -> None:
@@ -99,7 +135,7 @@ class GroupCommitter:
         """Consecutive groupable jobs form one group; any other job runs alone between groups."""
         group: list[_Job] = []
         for job in jobs:
-            if job.grouped is not None:
+            if job.groupable:
                 group.append(job)
                 continue
             self._run_group(group)
@@ -110,7 +146,7 @@ class GroupCommitter:
     def _run_alone(self, job: _Job) -> None:
         try:
             _ensure_healthy_connection()
-            result = job.alone(*job.args)
+            result = job.fn(*job.args)
         except Exception as exc:  # noqa: BLE001 - handed to the waiting request, which answers for it
             _drop_connection_after(exc)
             job.loop.call_soon_threadsafe(_deliver, job.future, None, exc)
@@ -119,17 +155,17 @@ class GroupCommitter:
 
     def _run_group(self, group: list[_Job]) -> None:
         # A group of one too: its single transaction reads the run once, inside the write lock, and may
-        # use the policy cache, which the job's alone form, judging before its transaction, cannot.
+        # use the policy cache, which the job alone, judging before its transaction, cannot.
         if not group:
             return
         committed = []
         try:
             _ensure_healthy_connection()
-            with transaction.atomic():
+            with as_group():
                 # Registered first, so it runs first after the commit: a later on-commit callback that
                 # fails (a live-queue broadcast) must not make this group's durable work run twice.
                 transaction.on_commit(lambda: committed.append(True))
-                results = [job.grouped(*job.args) for job in group]
+                results = [job.fn(*job.args) for job in group]
         except Exception as exc:  # noqa: BLE001 - the group is rolled back; each job is redone alone
             if not committed:
                 log.warning("group commit of %d jobs rolled back (%s); running each on its own",
@@ -145,24 +181,15 @@ class GroupCommitter:
 _committer = GroupCommitter(max_group=settings.ROSTER_GROUP_COMMIT_MAX)
 
 
-async def in_pool(request, fn, *args):
-    """Run blocking service code alone. Under ASGI (daphne, uvicorn) on the gateway API's database
-    thread; under WSGI (the test client) in the request's own thread, which already is that."""
-    return await in_group(request, fn, None, *args)
-
-
-async def in_group(request, alone: Callable, grouped: Callable | None, *args):
-    """Run `alone(*args)`, or under ASGI `grouped(*args)` inside a group's transaction when other jobs
-    wait with it (see the module docstring); both must give the same answer for the same state."""
-    if isinstance(request, ASGIRequest):
-        return await in_group_asgi(alone, grouped, *args)
+async def on_db_thread(request, fn: Callable, *args):
+    """Run blocking service code: under ASGI (daphne, uvicorn; `request` an ASGIRequest, or None for a
+    caller with no Django request) on the gateway API's database thread, in a group when `fn` is
+    groupable and other jobs wait with it; under WSGI (the test client) in the request's own thread,
+    which already is that, alone."""
+    if request is None or isinstance(request, ASGIRequest):
+        return await _committer.run(fn, *args)
 
     def call():
         _ensure_healthy_connection()
-        return alone(*args)
+        return fn(*args)
     return await sync_to_async(call, thread_sensitive=True)()
-
-
-async def in_group_asgi(alone: Callable, grouped: Callable | None, *args):
-    """in_group for a caller already on the ASGI server's event loop (controlplane.egress.fast_routes)."""
-    return await _committer.run(alone, grouped, *args)

@@ -17,9 +17,11 @@ from controlplane.approvals.services import (
     request_digest,
     request_snapshot,
 )
+from controlplane.core.db import in_transaction
 from controlplane.core.taint import DataClass
 from controlplane.egress.allow import allow
-from controlplane.egress.answer import Answer
+from controlplane.egress.answer import EgressAnswer
+from controlplane.egress.db_thread import groupable, in_group
 from controlplane.egress.policy_cache import PolicyState, grant_rules_for_worker, state_for
 from controlplane.egress.records import (
     audit_connection,
@@ -45,27 +47,33 @@ def run_state(run: Run) -> engine.RunState:
                            untrusted=run.untrusted)
 
 
-def decide(req: EgressRequest) -> Answer:
+@groupable
+def decide(req: EgressRequest) -> EgressAnswer:
+    """Decide one egress request. Alone, any failure is a deny (policy_error). In a group of decisions
+    (controlplane.egress.db_thread) any failure raises instead: the group rolls back, and this request is
+    decided again alone."""
     decision_id = new_decision_id()
+    if in_group():
+        return _decide(req, decision_id, grouped=True)
     try:
-        return _decide(req, decision_id)
+        return _decide(req, decision_id, grouped=False)
     except Exception as exc:  # noqa: BLE001 - any failure on the trusted side is a deny
         # The exception type only: messages and tracebacks can carry request data.
         log.error("decision %s failed: %s", decision_id, type(exc).__name__)
         return policy_error_answer(decision_id, req.method, req.url)
 
 
-def policy_error_answer(decision_id: str, method: str, url: str) -> Answer:
+def policy_error_answer(decision_id: str, method: str, url: str) -> EgressAnswer:
     decision = engine.deny(DenyReason.POLICY_ERROR, "the control plane could not decide this request")
     try:
         with transaction.atomic():
             audit_decision(decision, decision_id, run=None, method=method, url=url, extra={})
     except Exception as exc:  # noqa: BLE001 - still a deny, even when the audit cannot be written
         log.error("could not audit policy error %s: %s", decision_id, type(exc).__name__)
-    return Answer(decision, decision_id)
+    return EgressAnswer(decision, decision_id)
 
 
-def _bad_token(req: EgressRequest, decision_id: str, refused: tuple[Run, str] | None = None) -> Answer:
+def _bad_token(req: EgressRequest, decision_id: str, refused: tuple[Run, str] | None = None) -> EgressAnswer:
     """Refused for its token. `refused`: the known run whose token was presented from an address not its
     box's, and the words why: on the audit record (naming the run) only; the caller is told no more than
     for an unknown token."""
@@ -76,7 +84,7 @@ def _bad_token(req: EgressRequest, decision_id: str, refused: tuple[Run, str] | 
         extra["detail"] = refused[1]
     audit_decision(decision, decision_id, run=refused[0] if refused else None, method=req.method, url=req.url,
                    extra=extra)
-    return Answer(decision, decision_id)
+    return EgressAnswer(decision, decision_id)
 
 
 def _run_for_token(req: EgressRequest) -> tuple[Run | None, tuple[Run, str] | None]:
@@ -94,18 +102,22 @@ def _same_footing(before: Run, after: Run) -> bool:
         after.pk, after.status, after.taint, after.untrusted, after.policy_version)
 
 
-def _decide(req: EgressRequest, decision_id: str) -> Answer:
+def _decide(req: EgressRequest, decision_id: str, *, grouped: bool) -> EgressAnswer:
     run, refused = _run_for_token(req)
     if run is None:
-        with transaction.atomic():
+        with in_transaction():
             return _bad_token(req, decision_id, refused)
-    # Evaluated outside the transaction, so the compiled grants may come from (and go into) the cache.
-    state = state_for(run.policy_version)
+    # Alone, evaluated outside the transaction, so the compiled grants may come from (and go into) the
+    # cache. In a group, inside the group's transaction, which already holds the audit chain's write lock
+    # and writes no grant or secret: the cache too, and the run read once is the current one.
+    state = state_for(run.policy_version, policy_unwritten=grouped)
     sentinel_ids = _sentinel_ids(req)
     facts = req.facts(sentinel_ids)
     now = timezone.now()
     decision = engine.require_authentic(engine.evaluate(
         run_state(run), facts, grant_rules_for_worker(run.worker_id, state), now))
+    if grouped:
+        return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state)
     with transaction.atomic():
         # Re-read inside the write transaction: a run that ended, a taint raised or a grant revoked
         # since the first read is decided again on the current state, never on the stale one.
@@ -119,30 +131,13 @@ def _decide(req: EgressRequest, decision_id: str) -> Answer:
         return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state)
 
 
-def decide_grouped(req: EgressRequest) -> Answer:
-    """decide() inside a group's transaction (controlplane.egress.db_thread), which already holds the
-    audit chain's write lock: one read of the run, judged and recorded on it. Raises on any failure, so
-    the group rolls back and this request is decided again alone, by decide()."""
-    decision_id = new_decision_id()
-    run, refused = _run_for_token(req)
-    if run is None:
-        return _bad_token(req, decision_id, refused)
-    # A group of decisions writes no grant or secret, so the compiled grants may come from the cache.
-    state = state_for(run.policy_version, policy_unwritten=True)
-    sentinel_ids = _sentinel_ids(req)
-    now = timezone.now()
-    decision = engine.require_authentic(engine.evaluate(
-        run_state(run), req.facts(sentinel_ids), grant_rules_for_worker(run.worker_id, state), now))
-    return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state)
-
-
 def _sentinel_ids(req: EgressRequest) -> frozenset[int]:
     return frozenset(sentinel_secret_ids([value for _, value in req.headers] + [req.path]
                                          + list(req.sentinels)))
 
 
 def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, decision_id: str,
-                     sentinel_ids: frozenset[int], now: datetime, state: PolicyState) -> Answer:
+                     sentinel_ids: frozenset[int], now: datetime, state: PolicyState) -> EgressAnswer:
     approval = granted = budget = None
     inject: tuple[dict, ...] = ()
     replace: tuple[dict, ...] = ()
@@ -162,7 +157,7 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
         decision, budget, inject, replace = allowed.decision, allowed.budget, allowed.inject, allowed.replace
     if intercepted_connect(req.scheme, decision):
         audit_connection(decision_id, run, req.url)
-        return Answer(decision, decision_id)
+        return EgressAnswer(decision, decision_id)
     audit_decision(decision, decision_id, run=run, method=req.method, url=req.url, extra={
         "body_sha256": req.body_sha256, "body_size": req.body_size, "mcp": mcp_for_record(req.mcp),
         "approval": str((approval or granted).pk) if (approval or granted) else None, "budget": budget,
@@ -170,8 +165,8 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
     if decision.tripwire:
         slug = decision.grant.slug if decision.grant else None
         audit_tripwire(decision_id, run, req.url, slug, sentinel_ids)
-    return Answer(decision, decision_id, approval_id=str(approval.pk) if approval else None, budget=budget,
-                  inject=inject, replace=replace)
+    return EgressAnswer(decision, decision_id, approval_id=str(approval.pk) if approval else None,
+                        budget=budget, inject=inject, replace=replace)
 
 
 def _snapshot(req: EgressRequest, sentinel_ids: frozenset[int]) -> dict:

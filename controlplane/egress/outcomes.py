@@ -9,23 +9,25 @@ import logging
 from collections.abc import Sequence
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.utils import timezone
+from django.db import transaction
 
 from controlplane.audit.models import ModelTrace
 from controlplane.audit.services import audit_append
+from controlplane.core.errors import RosterError
+from controlplane.egress.db_thread import groupable, in_group
 from controlplane.fleet.models import Run, RunDecision
+from controlplane.fleet.sql import run_decision_for_outcome, run_decision_mark_outcome
 from controlplane.ledger.services import settle
 from controlplane.ledger.types import AlreadySettled, TokenUsage, UnknownDecision
 
 log = logging.getLogger(__name__)
 
 
-class OutcomeUnknown(Exception):
+class OutcomeUnknown(RosterError):
     """No allowed decision with this id (404)."""
 
 
-class OutcomeConflict(Exception):
+class OutcomeConflict(RosterError):
     """The decision's outcome (or trace) was already reported (409)."""
 
 
@@ -42,10 +44,15 @@ def outcome_report(decision_id: str, status: int, request_bytes: int, response_b
 OUTCOME_RESULTS = {OutcomeUnknown: "unknown", OutcomeConflict: "already_settled"}
 
 
+@groupable
 def outcomes_report(outcomes: Sequence[tuple]) -> list[str]:
     """Settle many outcomes in one transaction; one result per outcome, in order: "ok", "unknown" or
     "already_settled". An unknown or settled id writes nothing before it is refused, so it cannot spoil
-    its neighbours; any other failure rolls the batch back and each outcome is retried on its own."""
+    its neighbours. Alone, any other failure rolls the batch back and each outcome is retried on its own;
+    in a group (controlplane.egress.db_thread) it raises, so the group rolls back and this batch is
+    settled again alone."""
+    if in_group():
+        return [_settle_one(*outcome) for outcome in outcomes]
     try:
         with transaction.atomic():
             return [_settle_one(*outcome) for outcome in outcomes]
@@ -62,13 +69,6 @@ def outcomes_report(outcomes: Sequence[tuple]) -> list[str]:
     return results
 
 
-def outcomes_grouped(outcomes: Sequence[tuple]) -> list[str]:
-    """outcomes_report() inside a group's transaction (controlplane.egress.db_thread): an unknown or
-    settled id is refused without writing; any other failure raises, so the group rolls back and this
-    batch is settled again by outcomes_report()."""
-    return [_settle_one(*outcome) for outcome in outcomes]
-
-
 def _settle_one(decision_id: str, status: int, request_bytes: int, response_bytes: int, error: str,
                 scrubbed: int = 0, usage: TokenUsage | None = None) -> str:
     try:
@@ -80,11 +80,7 @@ def _settle_one(decision_id: str, status: int, request_bytes: int, response_byte
 
 def _settle_outcome(decision_id: str, status: int, request_bytes: int, response_bytes: int,
                     scrubbed: int = 0, usage: TokenUsage | None = None) -> None:
-    # Plain SQL: this runs once per forwarded request, and the ORM costs more than the statements.
-    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    with connection.cursor() as cur:
-        cur.execute(_RUN_DECISION_SQL + lock, [decision_id])
-        record = cur.fetchone()
+    record = run_decision_for_outcome(decision_id)
     if record is None:
         raise OutcomeUnknown(decision_id)
     record_id, outcome_at, run_id, grant_slug, secret_name, url = record
@@ -96,9 +92,7 @@ def _settle_outcome(decision_id: str, status: int, request_bytes: int, response_
         raise OutcomeUnknown(decision_id) from exc
     except AlreadySettled as exc:
         raise OutcomeConflict(decision_id) from exc
-    with connection.cursor() as cur:
-        cur.execute(_MARK_OUTCOME_SQL, [connection.ops.adapt_datetimefield_value(timezone.now()), status,
-                                        record_id])
+    run_decision_mark_outcome(record_id, status)
     if scrubbed > 0:
         _audit_echo(decision_id, run_id, grant_slug, secret_name, url, scrubbed)
 
@@ -115,12 +109,6 @@ def _audit_echo(decision_id: str, run_id: int, grant_slug: str, secret_name: str
         "message": f"upstream echoed the injected secret {name}; {scrubbed} occurrence"
                    f"{'' if scrubbed == 1 else 's'} scrubbed before the box",
     }, run=run)
-
-
-_RUN_DECISION_SQL = (f"SELECT id, outcome_at, run_id, grant_slug, secret_name, url "
-                     f"FROM {RunDecision._meta.db_table} WHERE decision_id = %s")
-_MARK_OUTCOME_SQL = (f"UPDATE {RunDecision._meta.db_table} SET outcome_at = %s, outcome_status = %s "
-                     "WHERE id = %s")
 
 
 def trace_store(decision_id: str, body: bytes) -> str:

@@ -12,7 +12,7 @@ from django.conf import settings
 from ninja import Router, Status
 from pydantic import Field, StrictStr, field_validator
 
-from controlplane.egress.db_thread import in_pool
+from controlplane.egress.db_thread import on_db_thread
 from controlplane.egress.routes import GatewayAuth
 from controlplane.egress.schemas import CLIENT_ADDRESS, MAX_TOKEN, Strict, strict_base64
 from controlplane.proposals.services import proposal_status_for_box, proposal_submit
@@ -45,7 +45,7 @@ class BoxAnswer(Strict):
 @router.post("/proposals", response={200: BoxAnswer}, summary="A box's proposal, with its run token")
 async def propose(request, body: ProposeIn):
     raw = base64.b64decode(body.body_b64, validate=True)
-    answer = await in_pool(request, proposal_submit, body.token, raw, body.client)
+    answer = await on_db_thread(request, proposal_submit, body.token, raw, body.client)
     return Status(200, {"status": answer.status, "body": answer.body})
 
 
@@ -53,5 +53,5 @@ async def propose(request, body: ProposeIn):
     "/proposals/{proposal_id}/status", response={200: BoxAnswer}, summary="A box polls its own proposal"
 )
 async def proposal_status(request, proposal_id: uuid.UUID, body: StatusIn):
-    answer = await in_pool(request, proposal_status_for_box, body.token, proposal_id, body.client)
+    answer = await on_db_thread(request, proposal_status_for_box, body.token, proposal_id, body.client)
     return Status(200, {"status": answer.status, "body": answer.body})

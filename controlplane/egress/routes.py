@@ -1,12 +1,12 @@
-"""The gateway's API (docs/wire.md): thin routes over the decision service (controlplane.egress.decide,
-.conclude, .outcomes), which answers in domain values; controlplane.egress.wire maps them to the wire.
+"""The gateway's API (docs/wire.md) beside its two per-request calls, /decide and /outcomes (those are
+controlplane.egress.gateway_calls): thin routes over the decision service (controlplane.egress.conclude,
+.outcomes, ...), which answers in domain values; controlplane.egress.wire maps them to the wire.
 Authenticated by the gateway's own service credential."""
 
 from __future__ import annotations
 
 import base64
 import logging
-import time
 import uuid
 
 from django.conf import settings
@@ -20,26 +20,18 @@ from controlplane.approvals.services import approval_abandon
 from controlplane.core.service_token import is_gateway_token
 from controlplane.egress import outcomes
 from controlplane.egress.approval_wait import wait_for_approval
-from controlplane.egress.db_thread import in_group, in_pool
-from controlplane.egress.decide import decide as decide_request
-from controlplane.egress.decide import decide_grouped
+from controlplane.egress.db_thread import on_db_thread
 from controlplane.egress.limits import gateway_limits
-from controlplane.egress.request import EgressRequest
 from controlplane.egress.schemas import (
-    DecideIn,
-    DecideOut,
     ErrorOut,
     HealthOut,
     OkOut,
     OutcomeIn,
-    OutcomesIn,
-    OutcomesOut,
     SentinelsOut,
     TraceIn,
     WaitIn,
     WaitOut,
 )
-from controlplane.egress.wire import decided_body
 from controlplane.vault.services import all_sentinels
 
 log = logging.getLogger(__name__)
@@ -57,29 +49,11 @@ class GatewayAuth(HttpBearer):
 router = Router(tags=["gateway"], auth=GatewayAuth())
 
 
-@router.post("/decide", response={200: DecideOut}, summary="Decide one egress request")
-async def decide(request, body: DecideIn):
-    started = time.perf_counter()
-    answer = await in_group(request, decide_request, decide_grouped, egress_request(body))
-    return decided_body(answer, time.perf_counter() - started)
-
-
-def egress_request(body: DecideIn) -> EgressRequest:
-    return EgressRequest(
-        token=body.token, method=body.method, scheme=body.scheme, host=body.host, port=body.port,
-        path=body.path,
-        headers=tuple(body.headers), body_size=body.body_size, body_sha256=body.body_sha256,
-        body_preview=body.body_preview, mcp=tuple((m.method, m.tool) for m in body.mcp),
-        sentinels=tuple(body.sentinels),
-        model_call=body.model_call.facts() if body.model_call else None, client=body.client,
-    )
-
-
 @router.get("/sentinels", response={200: SentinelsOut}, summary="Every sentinel, for the gateway's scan")
 async def sentinels(request):
     # Sentinels are placeholders the boxes hold anyway, never secret values; the gateway looks for them
     # (and their encodings) in whole requests and reports what it finds with /decide.
-    return 200, {"sentinels": await in_pool(request, all_sentinels)}
+    return 200, {"sentinels": await on_db_thread(request, all_sentinels)}
 
 
 @router.post("/approvals/{approval_id}/wait", response={200: WaitOut, 404: ErrorOut},
@@ -92,7 +66,7 @@ async def wait(request, approval_id: uuid.UUID, body: WaitIn):
 @router.post("/approvals/{approval_id}/abandon", response={200: OkOut, 404: ErrorOut},
              summary="The gateway stopped holding the request")
 async def abandon(request, approval_id: uuid.UUID):
-    return await in_pool(request, _abandon, approval_id)
+    return await on_db_thread(request, _abandon, approval_id)
 
 
 def _abandon(approval_id: uuid.UUID) -> Status:
@@ -105,7 +79,7 @@ def _abandon(approval_id: uuid.UUID) -> Status:
 
 @router.post("/outcome", response={200: OkOut, 404: ErrorOut, 409: ErrorOut}, summary="Report an outcome")
 async def outcome(request, body: OutcomeIn):
-    return await in_pool(request, _outcome, body)
+    return await on_db_thread(request, _outcome, body)
 
 
 def _outcome(body: OutcomeIn) -> Status:
@@ -119,22 +93,10 @@ def _outcome(body: OutcomeIn) -> Status:
     return Status(200, {"ok": True})
 
 
-@router.post("/outcomes", response={200: OutcomesOut}, summary="Report many outcomes at once")
-async def outcomes_batch(request, body: OutcomesIn):
-    return {"results": await in_group(request, outcomes.outcomes_report, outcomes.outcomes_grouped,
-                                      outcome_items(body))}
-
-
-def outcome_items(body: OutcomesIn) -> list[tuple]:
-    return [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error, o.scrubbed,
-             o.usage.usage() if o.usage else None)
-            for o in body.outcomes]
-
-
 @router.post("/trace", response={200: OkOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut},
              summary="Store a model input byte-exactly")
 async def trace(request, body: TraceIn):
-    return await in_pool(request, _trace, body)
+    return await on_db_thread(request, _trace, body)
 
 
 def _trace(body: TraceIn) -> Status:
@@ -153,7 +115,7 @@ def _trace(body: TraceIn) -> Status:
 @router.get("/health", response={200: HealthOut, 503: HealthOut},
             summary="Control plane and database answer; the limits the gateway must keep within")
 async def health(request):
-    return await in_pool(request, _health)
+    return await on_db_thread(request, _health)
 
 
 def _health() -> Status:

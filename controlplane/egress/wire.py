@@ -5,7 +5,7 @@ added on one side cannot be missed on the other."""
 
 from __future__ import annotations
 
-from controlplane.egress.answer import Answer, Concluded
+from controlplane.egress.answer import Concluded, EgressAnswer
 from controlplane.metrics.decisions import count_decision
 from controlplane.policy.engine import DenyReason, Verdict
 
@@ -23,7 +23,7 @@ DENY_STATUS: dict[DenyReason, int] = {
 }
 
 
-def box_status(answer: Answer) -> int:
+def box_status(answer: EgressAnswer) -> int:
     """200 for an allow or an ask (the gateway holds it); a deny's status from DENY_STATUS."""
     decision = answer.decision
     if decision.verdict != Verdict.DENY:
@@ -31,7 +31,7 @@ def box_status(answer: Answer) -> int:
     return DENY_STATUS[decision.reason]
 
 
-def answer_body(answer: Answer) -> dict:
+def answer_body(answer: EgressAnswer) -> dict:
     decision = answer.decision
     allowed = decision.verdict == Verdict.ALLOW
     grant = decision.grant
@@ -60,8 +60,8 @@ def concluded_body(concluded: Concluded) -> dict:
             "comment": concluded.comment}
 
 
-def decided_body(answer: Answer, seconds: float) -> dict:
-    """The answer to POST /decide (both routes: controlplane.egress.routes and .fast_routes), counted for
+def decided_body(answer: EgressAnswer, seconds: float) -> dict:
+    """The answer to POST /decide (controlplane.egress.gateway_calls), counted for
     the metrics on the way out: in-process increments only, nothing that touches the database."""
     count_decision(answer.decision.verdict, answer.decision.reason, seconds)
     return answer_body(answer)

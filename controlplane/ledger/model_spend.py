@@ -11,8 +11,7 @@ import fnmatch
 import math
 from dataclasses import dataclass
 
-from django.db import connection
-
+from controlplane.ledger import sql
 from controlplane.ledger.models import ModelCallReservation, ModelPrice, SpendLine, Unit
 from controlplane.ledger.types import ModelCallFacts, TokenUsage
 
@@ -116,10 +115,6 @@ def _rates(prices: ModelPrice | ModelCallReservation) -> Rates:
                  cache_write=written, cache_write_1h=written_1h, output=prices.output_micro_per_million)
 
 
-_INSERT_LINE_SQL = (f"INSERT INTO {SpendLine._meta.db_table} (worker_id, run_id, grant_slug, decision_id, "
-                    "kind, unit, amount, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
-
-
 def settle_model_call(decision_id: str, usage: TokenUsage | None, *, worker_id: int, run_id: int | None,
                       grant_slug: str) -> dict | None:
     """Release the call's reservation and settle what it used; returns the audit details (None when the
@@ -138,15 +133,14 @@ def settle_model_call(decision_id: str, usage: TokenUsage | None, *, worker_id: 
         tokens = usage.input + usage.output
         micro = _micro(usage, _rates(reservation))
         problem = usage.problem
-    when = connection.ops.adapt_datetimefield_value(reservation.created_at)
+    when = sql.adapted_time(reservation.created_at)
     common = [worker_id, run_id, grant_slug, decision_id]
     lines = [[*common, SpendLine.Kind.RELEASE, Unit.TOKENS, -reservation.tokens, when],
              [*common, SpendLine.Kind.SETTLE, Unit.TOKENS, tokens, when]]
     if reservation.micro or micro:
         lines += [[*common, SpendLine.Kind.RELEASE, Unit.MICRO, -reservation.micro, when],
                   [*common, SpendLine.Kind.SETTLE, Unit.MICRO, micro, when]]
-    with connection.cursor() as cur:
-        cur.executemany(_INSERT_LINE_SQL, lines)
+    sql.lines_insert(lines)
     details = {"model": reservation.model, "price": reservation.price_pattern or None,
                "reserved_tokens": reservation.tokens, "reserved_micro": reservation.micro,
                "tokens": tokens, "micro": micro, "usage": "worst_case" if flagged else "reported",

@@ -3,13 +3,12 @@ the outcome. Every change appends spend lines plus one "spend" audit record in t
 
 from __future__ import annotations
 
-from django.db import connection
 from django.utils import timezone
 
 from controlplane.audit.services import audit_append, lock_chain_head
 from controlplane.core.db import current_connection, in_transaction
 from controlplane.fleet.models import Worker
-from controlplane.ledger import model_spend
+from controlplane.ledger import model_spend, sql
 from controlplane.ledger.model_spend import ModelPlan
 from controlplane.ledger.models import Cap, SpendLine, Unit
 from controlplane.ledger.totals import scope_of, spent_for
@@ -31,26 +30,10 @@ def _serialise(conn=None) -> None:
     lock_chain_head(conn)
 
 
-# Plain SQL on the decision path (once per allowed request): the ORM's query building costs more than
-# these indexed lookups themselves.
-_q = connection.ops.quote_name
-_CAPS_SQL = (f"SELECT id, worker_id, unit, {_q('window')}, {_q('limit')} FROM {Cap._meta.db_table} "
-             "WHERE worker_id IS NULL OR worker_id = %s ORDER BY id")
-_HAS_LINES_SQL = f"SELECT 1 FROM {SpendLine._meta.db_table} WHERE decision_id = %s LIMIT 1"
-_LINES_OF_DECISION_SQL = (f"SELECT s.kind, s.worker_id, s.run_id, s.grant_slug, w.name, s.unit "
-                          f"FROM {SpendLine._meta.db_table} s JOIN {Worker._meta.db_table} w "
-                          "ON w.id = s.worker_id WHERE s.decision_id = %s ORDER BY s.id")
-_INSERT_LINE_SQL = (f"INSERT INTO {SpendLine._meta.db_table} (worker_id, run_id, grant_slug, decision_id, "
-                    "kind, unit, amount, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
-
-
 def _caps_of(worker: Worker) -> list[Cap]:
     """The worker's caps and the org's, in id order, each naming its scope without another query."""
-    with current_connection().cursor() as cur:
-        cur.execute(_CAPS_SQL, [worker.pk])
-        rows = cur.fetchall()
     caps = []
-    for pk, worker_id, unit, window, limit in rows:
+    for pk, worker_id, unit, window, limit in sql.cap_rows(worker.pk):
         cap = Cap(id=pk, worker_id=worker_id, unit=unit, window=window, limit=limit)
         if worker_id:
             cap.worker = worker
@@ -92,16 +75,14 @@ def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin,
              model_call: ModelCallFacts | None = None) -> Reservation | OverBudget:
     conn = current_connection()
     _serialise(conn)
-    with conn.cursor() as cur:
-        cur.execute(_HAS_LINES_SQL, [decision_id])
-        if cur.fetchone() is not None:
-            raise DuplicateReservation(f"decision {decision_id} already has a reservation")
+    if sql.decision_has_lines(decision_id):
+        raise DuplicateReservation(f"decision {decision_id} already has a reservation")
     model = model_spend.plan(model_call) if model_call is not None else None
     over = _first_broken_cap(worker, cost_micro, model)
     if over is not None:
         return over
     moment = timezone.now()
-    now = conn.ops.adapt_datetimefield_value(moment)
+    now = sql.adapted_time(moment)
     common = [worker.pk, run.pk if run is not None else None, grant_slug, decision_id, SpendLine.Kind.RESERVE]
     lines = [[*common, Unit.REQUESTS, 1, now]]
     if cost_micro:
@@ -112,8 +93,7 @@ def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin,
         if model.micro:
             lines.append([*common, Unit.MICRO, model.micro, now])
         model_spend.record_reservation(decision_id, model, moment)
-    with conn.cursor() as cur:
-        cur.executemany(_INSERT_LINE_SQL, lines)
+    sql.lines_insert(lines)
     record = {"op": "reserve", "decision_id": decision_id, "grant": grant_slug, "origin": origin,
               "requests": 1, "micro": cost_micro + (model.micro if model else 0)}
     if model is not None:
@@ -141,9 +121,7 @@ def reserve(*, worker, run, grant_slug: str, decision_id: str, cost_micro: int,
 
 def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: TokenUsage | None) -> None:
     _serialise()
-    with connection.cursor() as cur:
-        cur.execute(_LINES_OF_DECISION_SQL, [decision_id])
-        lines = cur.fetchall()
+    lines = sql.lines_of_decision(decision_id)
     reserved = [line for line in lines if line[0] == SpendLine.Kind.RESERVE]
     if not reserved:
         raise UnknownDecision(f"no reservation for decision {decision_id}")
@@ -151,10 +129,8 @@ def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: To
         raise AlreadySettled(f"decision {decision_id} is already settled")
     _kind, worker_id, run_id, grant_slug, worker_name, _unit = reserved[0]
     total = request_bytes + response_bytes
-    with connection.cursor() as cur:
-        cur.execute(_INSERT_LINE_SQL, [worker_id, run_id, grant_slug, decision_id, SpendLine.Kind.SETTLE,
-                                       Unit.BYTES, total,
-                                       connection.ops.adapt_datetimefield_value(timezone.now())])
+    sql.lines_insert([[worker_id, run_id, grant_slug, decision_id, SpendLine.Kind.SETTLE, Unit.BYTES, total,
+                       sql.adapted_time(timezone.now())]])
     record = {"op": "settle", "decision_id": decision_id, "grant": grant_slug,
               "request_bytes": request_bytes, "response_bytes": response_bytes, "bytes": total}
     # Only a model call reserves tokens (see _reserve): any other call has no model reservation to look up.

@@ -7,18 +7,18 @@ import asyncio
 import logging
 
 from roster_gateway.client import ControlPlaneClient
-from roster_gateway.wire import Decision
+from roster_gateway.wire import WireDecision
 
 log = logging.getLogger(__name__)
 
 
-def _deny(decision: Decision, reason: str, message: str) -> Decision:
-    return Decision(verdict="deny", reason=reason, status=403, message=message,
-                    decision_id=decision.decision_id, grant=decision.grant)
+def _deny(decision: WireDecision, reason: str, message: str) -> WireDecision:
+    return WireDecision(verdict="deny", reason=reason, status=403, message=message,
+                        decision_id=decision.decision_id, grant=decision.grant)
 
 
-async def hold_for_approval(client: ControlPlaneClient, decision: Decision, *, max_hold: int,
-                            poll_seconds: int, background: set) -> Decision:
+async def hold_for_approval(client: ControlPlaneClient, decision: WireDecision, *, max_hold: int,
+                            poll_seconds: int, background: set) -> WireDecision:
     """Returns an allow or a deny; raises ControlPlaneDown when the control plane fails mid-hold."""
     assert decision.approval_id
     hold = max(0, min(decision.hold_seconds, max_hold))

@@ -10,7 +10,7 @@ import logging
 from typing import Protocol
 
 from roster_gateway.http11 import Http11Pool, HttpError
-from roster_gateway.wire import ApprovalWait, Decision, WireError, parse_decision, parse_wait
+from roster_gateway.wire import ApprovalWait, WireDecision, WireError, parse_decision, parse_wait
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class ControlPlaneClient:
         except ValueError as exc:
             raise ControlPlaneDown(f"control plane answered {path} with invalid JSON") from exc
 
-    async def decide(self, facts: dict) -> Decision:
+    async def decide(self, facts: dict) -> WireDecision:
         status, body = await self._call("POST", "/decide", facts, self.decide_timeout)
         try:
             return parse_decision(self._json(status, body, "/decide"))
@@ -81,14 +81,6 @@ class ControlPlaneClient:
         status, _ = await self._call("POST", "/trace", payload, self.decide_timeout)
         if not 200 <= status < 300:
             raise ControlPlaneDown(f"trace not stored (HTTP {status})")
-
-    async def outcome(self, decision_id: str, status: int, request_bytes: int, response_bytes: int,
-                      error: str = "", scrubbed: int = 0) -> None:
-        payload = {"decision_id": decision_id, "status": status, "request_bytes": request_bytes,
-                   "response_bytes": response_bytes, "error": error, "scrubbed": scrubbed}
-        answer, _ = await self._call("POST", "/outcome", payload, self.outcome_timeout)
-        if answer != 200:
-            log.warning("outcome of %s answered HTTP %s", decision_id, answer)
 
     async def outcomes(self, outcomes: list[dict]) -> list[str]:
         """Report a batch (docs/wire.md POST /outcomes); one result per outcome, in order."""

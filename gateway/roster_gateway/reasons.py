@@ -4,7 +4,7 @@ missed by neither; the gateway's own reasons are refusals it makes before or aft
 
 from __future__ import annotations
 
-from roster_gateway.wire import DENY_STATUSES, Decision
+from roster_gateway.wire import DENY_STATUSES, WireDecision
 
 # Reasons the control plane answers with (the same as tests/contract/deny_reasons.json).
 CONTROL_PLANE_STATUS = {
@@ -21,7 +21,7 @@ GATEWAY_STATUS = {
 }
 
 
-def deny_status(decision: Decision) -> int:
+def deny_status(decision: WireDecision) -> int:
     """The status for a control-plane deny: the reason's own status; for a reason this gateway does not
     know yet, the status the control plane sent if it is a deny status, else 403 (a deny either way)."""
     reason = decision.reason or "policy_error"

@@ -15,7 +15,7 @@ from roster_gateway.responses import deny_flow
 from roster_gateway.scrub import scrubber_for
 from roster_gateway.steps import ConnState, Steps
 from roster_gateway.swap import SwapRefused, apply_secrets
-from roster_gateway.wire import Decision
+from roster_gateway.wire import WireDecision
 
 RANGE_HEADERS = ("range", "if-range")
 
@@ -59,7 +59,7 @@ async def judge_request(steps: Steps, flow: http.HTTPFlow, state: ConnState) -> 
     await _allow(steps, flow, decision, state)
 
 
-async def _allow(steps: Steps, flow: http.HTTPFlow, decision: Decision, state: ConnState) -> None:
+async def _allow(steps: Steps, flow: http.HTTPFlow, decision: WireDecision, state: ConnState) -> None:
     request = flow.request
     if model_websockets.refused_on_model_host(request, decision.wire):
         steps.settle_unused(decision, model_websockets.STATUS, model_websockets.REASON)

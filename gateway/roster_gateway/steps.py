@@ -20,7 +20,7 @@ from roster_gateway.reasons import deny_status
 from roster_gateway.responses import WIRE_KEY, deny_flow
 from roster_gateway.sentinels import SentinelList
 from roster_gateway.usage import Usage
-from roster_gateway.wire import Decision
+from roster_gateway.wire import WireDecision
 
 NOT_FORWARDED = Usage(known=True, problem="not forwarded").as_wire()
 
@@ -49,7 +49,7 @@ class Steps:
         self.background = background
         self.sentinels = SentinelList(client, config.sentinel_refresh_seconds)
 
-    async def decide(self, payload: dict) -> Decision:
+    async def decide(self, payload: dict) -> WireDecision:
         """Ask /decide; on ask, hold the request for its approval. Raises ControlPlaneDown."""
         with metrics.DECIDE_SECONDS.time():
             decision = await self.client.decide(payload)
@@ -65,7 +65,7 @@ class Steps:
             metrics.count_hold(decision.verdict, decision.reason)
         return decision
 
-    async def judge(self, flow: http.HTTPFlow, payload: dict, token: str | None) -> Decision | None:
+    async def judge(self, flow: http.HTTPFlow, payload: dict, token: str | None) -> WireDecision | None:
         """Ask /decide (and hold for an approval). Returns the allow decision, or None after denying."""
         try:
             decision = await self.decide(payload)
@@ -84,7 +84,7 @@ class Steps:
             return None
         return decision
 
-    async def vet_or_deny(self, flow: http.HTTPFlow, decision: Decision, host: str) -> str | None:
+    async def vet_or_deny(self, flow: http.HTTPFlow, decision: WireDecision, host: str) -> str | None:
         """The one address an allowed request (or tunnel) may dial, resolved once; None after denying."""
         try:
             return await vetted_address(host, flow.request.port, self.vetting,
@@ -96,7 +96,7 @@ class Steps:
                       decision_id=decision.decision_id)
             return None
 
-    def settle_unused(self, decision: Decision, status: int = 0, error: str = "not forwarded") -> None:
+    def settle_unused(self, decision: WireDecision, status: int = 0, error: str = "not forwarded") -> None:
         """An allow whose request is not forwarded after all: release its reservation."""
         if decision.verdict == "allow" and decision.decision_id:
             # Nothing was sent, so nothing was used: a model call's reservation is released whole.
@@ -110,7 +110,7 @@ class Steps:
         self.outcomes.report(decision_id, status, req_bytes, resp_bytes, error, scrubbed, usage)
 
 
-def deny_decision(flow: http.HTTPFlow, decision: Decision) -> None:
+def deny_decision(flow: http.HTTPFlow, decision: WireDecision) -> None:
     """The box's answer to a control-plane deny: its reason, with the status the reason stands for."""
     deny_flow(flow, deny_status(decision), decision.reason or "policy_error", decision.message,
               decision_id=decision.decision_id, budget=decision.budget, comment=decision.comment)

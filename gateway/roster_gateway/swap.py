@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from mitmproxy import http
 
-from roster_gateway.wire import Decision
+from roster_gateway.wire import WireDecision
 
 # The same shape the control plane's tripwire decodes (controlplane.vault.services._BASIC_RE).
 _BASIC = re.compile(r"(basic\s+)([A-Za-z0-9+/=_-]{8,})", re.IGNORECASE)
@@ -69,7 +69,7 @@ def _swap_value(text: str, replace: Sequence[tuple[str, str]], built: list[tuple
     return _swap_text(text, replace)
 
 
-def apply_secrets(request: http.Request, decision: Decision,
+def apply_secrets(request: http.Request, decision: WireDecision,
                   built: list[tuple[str, str]] | None = None) -> int:
     """Returns how many header values changed (for logs; never the values themselves). Raises
     SwapRefused, with no header changed, when a named sentinel cannot be swapped exactly. `built`

@@ -17,7 +17,10 @@ class WireError(Exception):
 
 
 @dataclass(frozen=True)
-class Decision:
+class WireDecision:
+    """The control plane's decision as the gateway read it off the wire (/decide, an approval wait): named
+    apart from the policy engine's Decision and the decision service's EgressAnswer it was made from."""
+
     verdict: str
     reason: str | None
     status: int
@@ -38,7 +41,7 @@ class Decision:
     wire: str = ""
 
     def __repr__(self) -> str:  # never print inject/replace values (they are secrets)
-        return (f"Decision({self.verdict}, reason={self.reason}, grant={self.grant}, "
+        return (f"WireDecision({self.verdict}, reason={self.reason}, grant={self.grant}, "
                 f"id={self.decision_id}, inject={len(self.inject)}, replace={len(self.replace)})")
 
 
@@ -88,13 +91,13 @@ def _wire(doc: dict) -> str:
     return wire if wire in WIRES else ""
 
 
-def parse_decision(doc: object) -> Decision:
+def parse_decision(doc: object) -> WireDecision:
     if not isinstance(doc, dict):
         raise WireError("decision is not an object")
     verdict = _str(doc, "verdict")
     if verdict not in VERDICTS:
         raise WireError(f"unknown verdict {verdict!r}")
-    decision = Decision(
+    decision = WireDecision(
         verdict=verdict,
         reason=_str(doc, "reason", optional=True),
         status=_int(doc, "status", 200),
@@ -129,7 +132,7 @@ def parse_decision(doc: object) -> Decision:
 @dataclass(frozen=True)
 class ApprovalWait:
     status: str  # pending | approved | refused | expired
-    decision: Decision | None
+    decision: WireDecision | None
 
 
 def parse_wait(doc: object) -> ApprovalWait:

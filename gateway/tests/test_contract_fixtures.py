@@ -118,17 +118,17 @@ def test_wait_fixtures_parse(name):
     assert answer.status == fixture["response"]["status"]
 
 
-async def test_outcome_trace_and_abandon_requests_match_the_fixtures(gw, cp):
+async def test_outcomes_trace_and_abandon_requests_match_the_fixtures(gw, cp):
     from roster_gateway.client import ControlPlaneClient
 
     client: ControlPlaneClient = gw.client
-    await client.outcome("dc_x", 200, 10, 2048, "")
+    # The gateway reports outcomes in batches only (docs/wire.md).
+    assert not hasattr(client, "outcome")
     batch = FIXTURES["outcomes"]["request"]["outcomes"]
     assert await client.outcomes(batch) == ["ok", "ok"]
     await client.trace("dc_x", b"{}")
     await client.abandon("ap_x")
     sent = dict((p.rsplit("/", 1)[-1], b) for p, b in cp.calls)
-    assert set(sent["outcome"]) == set(FIXTURES["outcome"]["request"])
     assert sent["outcomes"] == FIXTURES["outcomes"]["request"]
     # What the addon queues has exactly an outcome's fields, a scrubbed count included.
     gw.steps.report("dc_y", 200, 10, 2048, "")

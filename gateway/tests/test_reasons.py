@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 from roster_gateway.reasons import CONTROL_PLANE_STATUS, GATEWAY_STATUS, deny_status
-from roster_gateway.wire import Decision
+from roster_gateway.wire import WireDecision
 
 CONTRACT = Path(__file__).resolve().parents[2] / "tests" / "contract"
 DENY_FIXTURES = sorted(CONTRACT.glob("decide_deny_*.json"))
 
 
-def _deny(reason: str, status: int) -> Decision:
-    return Decision(verdict="deny", reason=reason, status=status, message="", decision_id="dc_d", grant=None)
+def _deny(reason: str, status: int) -> WireDecision:
+    return WireDecision(verdict="deny", reason=reason, status=status, message="", decision_id="dc_d",
+                        grant=None)
 
 
 def test_the_gateway_table_is_the_shared_definition():

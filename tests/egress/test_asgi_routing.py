@@ -1,20 +1,17 @@
-"""/api/gateway/ is served by the middleware-free handler; every other path keeps Django's full stack."""
+"""Under daphne the gateway's per-request calls go to their own routes; every other path, the rest of
+/api/gateway/ included, keeps Django's full stack."""
 
 import asyncio
 
 import pytest
 
-from controlplane.egress.asgi import GatewayASGIHandler, gateway_first
-
-
-def test_gateway_handler_has_no_middleware():
-    handler = GatewayASGIHandler()
-    assert handler._view_middleware == [] and handler._exception_middleware == []
+from controlplane.egress import asgi
 
 
 @pytest.mark.parametrize(("path", "expected"), [
-    ("/api/gateway/decide", "gateway"), ("/api/gateway/health", "gateway"), ("/admin/", "django"),
-    ("/api/gatewayx/decide", "django"), ("/api/other/", "django"), ("/", "django"),
+    ("/api/gateway/decide", "call"), ("/api/gateway/outcomes", "call"), ("/api/gateway/health", "django"),
+    ("/api/gateway/decide/", "django"), ("/admin/", "django"), ("/api/gatewayx/decide", "django"),
+    ("/", "django"),
 ])
 def test_routing(path, expected, monkeypatch):
     seen = []
@@ -22,21 +19,21 @@ def test_routing(path, expected, monkeypatch):
     async def django_app(scope, receive, send):
         seen.append("django")
 
-    async def bare(self, scope, receive, send):
-        seen.append("gateway")
+    async def call(scope, receive, send):
+        seen.append("call")
 
-    monkeypatch.setattr(GatewayASGIHandler, "__call__", bare)
-    app = gateway_first(django_app)
-    asyncio.run(app({"type": "http", "path": path}, None, None))
+    monkeypatch.setattr(asgi, "serve_call", call)
+    asyncio.run(asgi.gateway_first(django_app)({"type": "http", "path": path}, None, None))
     assert seen == [expected]
 
 
-def test_websockets_never_reach_the_gateway_handler(monkeypatch):
+def test_websockets_never_reach_the_gateway_calls(monkeypatch):
     seen = []
 
     async def django_app(scope, receive, send):
         seen.append("django")
 
-    monkeypatch.setattr(GatewayASGIHandler, "__call__", lambda *a: seen.append("gateway"))
-    asyncio.run(gateway_first(django_app)({"type": "websocket", "path": "/api/gateway/x"}, None, None))
+    monkeypatch.setattr(asgi, "serve_call", lambda *a: seen.append("call"))
+    scope = {"type": "websocket", "path": "/api/gateway/decide"}
+    asyncio.run(asgi.gateway_first(django_app)(scope, None, None))
     assert seen == ["django"]

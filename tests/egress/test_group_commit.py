@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from controlplane.audit.models import AuditRecord
 from controlplane.audit.services import audit_append
 from controlplane.audit.verify import verify_database
-from controlplane.egress.db_thread import GroupCommitter
+from controlplane.egress.db_thread import GroupCommitter, groupable, in_group
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,11 +41,19 @@ def _alone_append(name: str):
     return job
 
 
+def _job(alone, grouped):
+    """A groupable job that shows which way it ran: `grouped` inside a group, `alone` otherwise."""
+    @groupable
+    def job():
+        return grouped() if in_group() else alone()
+    return job
+
+
 async def _run_group(committer, jobs):
     gate = threading.Event()
-    first = asyncio.ensure_future(committer.run(_blocker(gate), None))
+    first = asyncio.ensure_future(committer.run(_blocker(gate)))
     await asyncio.sleep(0.05)  # the blocker now holds the thread
-    waiting = [asyncio.ensure_future(committer.run(alone, grouped)) for alone, grouped in jobs]
+    waiting = [asyncio.ensure_future(committer.run(_job(alone, grouped))) for alone, grouped in jobs]
     await asyncio.sleep(0.05)  # every job is queued behind it
     gate.set()
     assert await first == "blocker"
@@ -103,8 +111,8 @@ def test_a_job_that_fails_alone_hands_its_error_to_its_caller_only():
         raise ValueError("bad")
 
     async def scenario(committer):
-        bad = committer.run(fails, None)
-        good = committer.run(_alone_append("ok"), None)
+        bad = committer.run(fails)
+        good = committer.run(_alone_append("ok"))
         return await asyncio.gather(bad, good, return_exceptions=True)
 
     bad, good = asyncio.run(scenario(GroupCommitter(max_group=64)))
@@ -132,14 +140,14 @@ def test_an_on_commit_failure_after_the_commit_does_not_run_the_group_twice():
 def test_a_caller_that_went_away_does_not_stop_the_thread():
     async def scenario(committer):
         gate = threading.Event()
-        first = asyncio.ensure_future(committer.run(_blocker(gate), None))
+        first = asyncio.ensure_future(committer.run(_blocker(gate)))
         await asyncio.sleep(0.05)
-        gone = asyncio.ensure_future(committer.run(_alone_append("gone"), None))
+        gone = asyncio.ensure_future(committer.run(_alone_append("gone")))
         await asyncio.sleep(0.01)
         gone.cancel()
         gate.set()
         await first
-        return await committer.run(_alone_append("after"), None)
+        return await committer.run(_alone_append("after"))
 
     assert asyncio.run(scenario(GroupCommitter(max_group=64)))[0] == "after-alone"
 
@@ -158,8 +166,56 @@ def test_a_statement_the_database_no_longer_supports_replaces_the_connection():
     async def scenario(committer):
         for kind, dropped in ((NotSupportedError, True), (RuntimeError, False)):
             with pytest.raises(kind):
-                await committer.run(fails(kind), None)
-            assert await committer.run(lambda: connection.connection is None, None) is dropped
-        assert await committer.run(lambda: AuditRecord.objects.count(), None) == 0  # connects again
+                await committer.run(fails(kind))
+            assert await committer.run(lambda: connection.connection is None) is dropped
+        assert await committer.run(lambda: AuditRecord.objects.count()) == 0  # connects again
 
     asyncio.run(scenario(GroupCommitter(max_group=64)))
+
+
+def test_a_job_not_marked_groupable_always_runs_alone():
+    seen = []
+
+    def plain():
+        seen.append(in_group())
+        return "plain"
+
+    async def scenario(committer):
+        gate = threading.Event()
+        first = asyncio.ensure_future(committer.run(_blocker(gate)))
+        await asyncio.sleep(0.05)
+        waiting = [asyncio.ensure_future(committer.run(plain)) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        gate.set()
+        await first
+        return await asyncio.gather(*waiting)
+
+    assert asyncio.run(scenario(GroupCommitter(max_group=64))) == ["plain"] * 3
+    assert seen == [False, False, False]
+
+
+def test_one_decide_raises_in_a_group_and_denies_alone(monkeypatch, token, secret, make_grant):
+    """The same decide(): in a group a failure raises (the group rolls back and the request is decided
+    again alone); alone it is a policy_error deny, audited."""
+    from controlplane.egress import allow
+    from controlplane.egress.db_thread import as_group
+    from controlplane.egress.decide import decide
+    from controlplane.egress.gateway_calls import egress_request
+    from controlplane.egress.schemas import DecideIn
+    from tests.egress.fixtures import decide_body
+
+    make_grant(secret=secret, inject_header="authorization")
+    req = egress_request(DecideIn.model_validate(decide_body(token)))
+    with as_group():
+        assert decide(req).decision.verdict == "allow"
+
+    def boom(*_a, **_k):
+        raise RuntimeError("ledger down")
+
+    monkeypatch.setattr(allow, "reserve", boom)
+    with pytest.raises(RuntimeError), as_group():
+        decide(req)
+    assert not in_group()
+    answer = decide(req)
+    assert (answer.decision.verdict, answer.decision.reason) == ("deny", "policy_error")
+    assert AuditRecord.objects.order_by("seq").last().reason == "policy_error"

@@ -1,0 +1,57 @@
+"""The ledger's plain SQL on the decision path (once per allowed request and per outcome): the ORM's query
+building costs more than these indexed statements themselves (docs/operations.md, "Benchmarks"). Every
+statement reserve and settle run at that speed lives here, behind a named function; table names come
+from the models."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from controlplane.core.db import current_connection
+from controlplane.fleet.models import Worker
+from controlplane.ledger.models import Cap, SpendLine
+
+_q = current_connection().ops.quote_name
+_CAPS_SQL = (f"SELECT id, worker_id, unit, {_q('window')}, {_q('limit')} FROM {Cap._meta.db_table} "
+             "WHERE worker_id IS NULL OR worker_id = %s ORDER BY id")
+_HAS_LINES_SQL = f"SELECT 1 FROM {SpendLine._meta.db_table} WHERE decision_id = %s LIMIT 1"
+_LINES_OF_DECISION_SQL = (f"SELECT s.kind, s.worker_id, s.run_id, s.grant_slug, w.name, s.unit "
+                          f"FROM {SpendLine._meta.db_table} s JOIN {Worker._meta.db_table} w "
+                          "ON w.id = s.worker_id WHERE s.decision_id = %s ORDER BY s.id")
+_INSERT_LINE_SQL = (f"INSERT INTO {SpendLine._meta.db_table} (worker_id, run_id, grant_slug, decision_id, "
+                    "kind, unit, amount, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
+
+
+def cap_rows(worker_id: int) -> list[tuple]:
+    """(id, worker_id, unit, window, limit) of the worker's caps and the org's, in id order."""
+    with current_connection().cursor() as cur:
+        cur.execute(_CAPS_SQL, [worker_id])
+        return cur.fetchall()
+
+
+def decision_has_lines(decision_id: str) -> bool:
+    with current_connection().cursor() as cur:
+        cur.execute(_HAS_LINES_SQL, [decision_id])
+        return cur.fetchone() is not None
+
+
+def lines_of_decision(decision_id: str) -> list[tuple]:
+    """(kind, worker_id, run_id, grant_slug, worker name, unit) of the decision's lines, in order."""
+    with current_connection().cursor() as cur:
+        cur.execute(_LINES_OF_DECISION_SQL, [decision_id])
+        return cur.fetchall()
+
+
+def lines_insert(lines: Sequence[Sequence]) -> None:
+    """Append spend lines, each [worker_id, run_id, grant_slug, decision_id, kind, unit, amount, created_at]
+    with created_at already adapted for the database (adapted_time)."""
+    with current_connection().cursor() as cur:
+        if len(lines) == 1:  # a settle's one line: no batch to set up
+            cur.execute(_INSERT_LINE_SQL, lines[0])
+        else:
+            cur.executemany(_INSERT_LINE_SQL, lines)
+
+
+def adapted_time(moment):
+    """A datetime as the spend lines' created_at takes it in lines_insert."""
+    return current_connection().ops.adapt_datetimefield_value(moment)
