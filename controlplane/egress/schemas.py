@@ -126,6 +126,8 @@ class BudgetOut(Strict):
     limit: int
     spent: int
     reserved: int = 0
+    in_flight: int = 0  # model calls still running that hold part of `spent` at their worst case
+    held: int = 0  # what they hold; released as they settle
 
 
 class DecideOut(Strict):

@@ -10,6 +10,7 @@ from controlplane.audit.services import audit_append, lock_chain_head
 from controlplane.core.db import current_connection, in_transaction
 from controlplane.fleet.models import Worker
 from controlplane.ledger import model_spend
+from controlplane.ledger.in_flight import held_of
 from controlplane.ledger.model_spend import ModelPlan
 from controlplane.ledger.models import Cap, SpendLine, Unit
 from controlplane.ledger.totals import scope_of, spent_for
@@ -62,8 +63,10 @@ def _first_broken_cap(worker: Worker, cost_micro: int, model: ModelPlan | None) 
     caps = _caps_of(worker)
     if not caps:
         return None
-    spent = spent_for(caps, timezone.now())
+    now = timezone.now()
+    spent = spent_for(caps, now)
     model_micro = model.micro if model else 0
+    first_held = None
     for cap in caps:
         used, reserved = spent[cap.pk], 0
         if cap.unit == Unit.REQUESTS:
@@ -83,9 +86,15 @@ def _first_broken_cap(worker: Worker, cost_micro: int, model: ModelPlan | None) 
                 detail = model.unbounded
             elif model and cap.unit == Unit.TOKENS and not model.max_output:
                 detail = "the call names no max_tokens and its model has no configured output ceiling"
-            return OverBudget(scope=scope_of(cap), unit=cap.unit, window=cap.window, limit=cap.limit,
-                              spent=used, reserved=reserved, detail=detail)
-    return None
+            held = held_of(cap, now)  # only now, on a refusal: an admitted call never pays for this read
+            over = OverBudget(scope=scope_of(cap), unit=cap.unit, window=cap.window, limit=cap.limit,
+                              spent=used, reserved=reserved, detail=detail, in_flight=held.calls,
+                              held=held.amount)
+            if not over.waitable:
+                return over
+            # Only held: worth waiting for, unless another cap refuses this call for good.
+            first_held = first_held or over
+    return first_held
 
 
 def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin,
