@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from controlplane.core.service_token import is_gateway_token
 from controlplane.egress import outcomes
+from controlplane.egress.budget_wait import SETTLED, decide_waiting
 from controlplane.egress.db_thread import in_group_asgi
 from controlplane.egress.decide import decide, decide_grouped
 from controlplane.egress.routes import egress_request, outcome_items
@@ -37,13 +38,15 @@ class _Route:
 
 async def _decide(body: DecideIn) -> dict:
     started = time.perf_counter()
-    answer = await in_group_asgi(decide, decide_grouped, egress_request(body))
+    req = egress_request(body)
+    answer = await decide_waiting(lambda may_wait: in_group_asgi(decide, decide_grouped, req, may_wait))
     return decided_body(answer, time.perf_counter() - started)
 
 
 async def _outcomes(body: OutcomesIn) -> dict:
-    return {"results": await in_group_asgi(outcomes.outcomes_report, outcomes.outcomes_grouped,
-                                           outcome_items(body))}
+    results = await in_group_asgi(outcomes.outcomes_report, outcomes.outcomes_grouped, outcome_items(body))
+    SETTLED.notify()  # calls waiting for budget these outcomes may have released try again
+    return {"results": results}
 
 
 ROUTES = {

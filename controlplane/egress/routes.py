@@ -20,6 +20,7 @@ from controlplane.approvals.services import approval_abandon
 from controlplane.core.service_token import is_gateway_token
 from controlplane.egress import outcomes
 from controlplane.egress.approval_wait import wait_for_approval
+from controlplane.egress.budget_wait import SETTLED, decide_waiting
 from controlplane.egress.db_thread import in_group, in_pool
 from controlplane.egress.decide import decide as decide_request
 from controlplane.egress.decide import decide_grouped
@@ -60,7 +61,9 @@ router = Router(tags=["gateway"], auth=GatewayAuth())
 @router.post("/decide", response={200: DecideOut}, summary="Decide one egress request")
 async def decide(request, body: DecideIn):
     started = time.perf_counter()
-    answer = await in_group(request, decide_request, decide_grouped, egress_request(body))
+    req = egress_request(body)
+    answer = await decide_waiting(lambda may_wait: in_group(request, decide_request, decide_grouped, req,
+                                                            may_wait))
     return decided_body(answer, time.perf_counter() - started)
 
 
@@ -105,7 +108,9 @@ def _abandon(approval_id: uuid.UUID) -> Status:
 
 @router.post("/outcome", response={200: OkOut, 404: ErrorOut, 409: ErrorOut}, summary="Report an outcome")
 async def outcome(request, body: OutcomeIn):
-    return await in_pool(request, _outcome, body)
+    answered = await in_pool(request, _outcome, body)
+    SETTLED.notify()  # calls waiting for budget this outcome may have released try again
+    return answered
 
 
 def _outcome(body: OutcomeIn) -> Status:
@@ -121,8 +126,10 @@ def _outcome(body: OutcomeIn) -> Status:
 
 @router.post("/outcomes", response={200: OutcomesOut}, summary="Report many outcomes at once")
 async def outcomes_batch(request, body: OutcomesIn):
-    return {"results": await in_group(request, outcomes.outcomes_report, outcomes.outcomes_grouped,
-                                      outcome_items(body))}
+    results = await in_group(request, outcomes.outcomes_report, outcomes.outcomes_grouped,
+                             outcome_items(body))
+    SETTLED.notify()  # calls waiting for budget these outcomes may have released try again
+    return {"results": results}
 
 
 def outcome_items(body: OutcomesIn) -> list[tuple]:

@@ -198,6 +198,7 @@ class LimitsOut(Strict):
     decide_max_path_bytes: int
     decide_max_headers: int
     decide_max_header_bytes: int
+    budget_wait_ms: int
     proposals_host: str
 
 

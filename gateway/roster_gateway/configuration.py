@@ -58,7 +58,7 @@ def build_steps(config: GatewayConfig, *, transport: Transport | None,
                       private_upstreams=config.private_upstreams)
     client = ControlPlaneClient(config.control_plane, config.service_token,
                                 decide_timeout=config.decide_timeout, outcome_timeout=config.outcome_timeout,
-                                transport=transport)
+                                decide_wait=config.budget_wait_ms / 1000, transport=transport)
     outcomes = OutcomeReporter(client, max_batch=config.outcome_batch_max,
                                flush_delay=config.outcome_flush_delay, spawn=spawn)
     return Steps(config, client, vetting, outcomes, background)
