@@ -8,8 +8,8 @@ import asyncio
 import json
 
 import pytest
-
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown
+
 from tests.conftest import allow
 
 
