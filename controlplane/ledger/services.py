@@ -148,7 +148,8 @@ def reserve(*, worker, run, grant_slug: str, decision_id: str, cost_micro: int,
         return _reserve(worker, run, grant_slug, decision_id, cost_micro, origin, model_call)
 
 
-def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: TokenUsage | None) -> None:
+def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: TokenUsage | None,
+            overdue: bool = False) -> None:
     _serialise()
     with connection.cursor() as cur:
         cur.execute(_LINES_OF_DECISION_SQL, [decision_id])
@@ -166,6 +167,8 @@ def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: To
                                        connection.ops.adapt_datetimefield_value(timezone.now())])
     record = {"op": "settle", "decision_id": decision_id, "grant": grant_slug,
               "request_bytes": request_bytes, "response_bytes": response_bytes, "bytes": total}
+    if overdue:  # no outcome arrived in time: its bytes are not known, a model call's worst case stands
+        record.update({"overdue": True, "flagged": True})
     # Only a model call reserves tokens (see _reserve): any other call has no model reservation to look up.
     model = None
     if any(line[5] == Unit.TOKENS for line in reserved):
@@ -177,7 +180,7 @@ def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: To
 
 
 def settle(decision_id: str, request_bytes: int, response_bytes: int,
-           usage: TokenUsage | None = None) -> None:
+           usage: TokenUsage | None = None, *, overdue: bool = False) -> None:
     """Record the bytes of a reserved call once it has happened, and for a model call the tokens and
     money it used (`usage` None or not known: its reserved worst case, flagged). Raises UnknownDecision
     or AlreadySettled (both LedgerError); nothing is written then."""
@@ -185,4 +188,4 @@ def settle(decision_id: str, request_bytes: int, response_bytes: int,
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer")
     with in_transaction():
-        return _settle(decision_id, request_bytes, response_bytes, usage)
+        return _settle(decision_id, request_bytes, response_bytes, usage, overdue)

@@ -26,4 +26,6 @@ CELERY_BEAT_SCHEDULE = {
     "expire-approvals": {"task": "controlplane.approvals.tasks.expire_approvals", "schedule": 5.0},
     "reap-runs": {"task": "controlplane.dispatch.tasks.reap_runs", "schedule": 15.0},
     "expire-proposals": {"task": "controlplane.proposals.tasks.expire_proposals", "schedule": 30.0},
+    "settle-overdue-reservations": {"task": "controlplane.ledger.tasks.settle_overdue_reservations",
+                                    "schedule": 60.0},
 }
