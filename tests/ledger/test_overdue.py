@@ -52,7 +52,8 @@ def test_an_overdue_reservation_settles_at_its_worst_case_flagged(worker, run, s
     assert settle_overdue(_later(settings, 5)) == 1
     lost = SpendLine.objects.filter(decision_id="dc_lost", unit="tokens")
     assert sum(line.amount for line in lost) == 200  # reserved 200, released 200, settled 200
-    record = [json.loads(r.body)["data"] for r in AuditRecord.objects.filter(kind="spend").order_by("seq")][-1]
+    records = AuditRecord.objects.filter(kind="spend").order_by("seq")
+    record = [json.loads(r.body)["data"] for r in records][-1]
     assert record["decision_id"] == "dc_lost" and record["overdue"] is True and record["flagged"] is True
     assert record["model"]["usage"] == "worst_case" and "deadline" in record["model"]["problem"]
     assert _total("bytes") == 10  # dc_fine's; the lost call's bytes are not known
