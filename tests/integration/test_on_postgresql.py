@@ -28,6 +28,7 @@ SUITES = {
         "tests/ledger/test_model_concurrency.py", "tests/ledger/test_model_spend.py",
         "tests/ledger/test_cache_write_prices.py", "tests/ledger/test_reserve.py",
         "tests/ledger/test_history.py", "tests/ledger/test_selectors.py", "tests/ledger/test_overdue.py",
+        "tests/ledger/test_exact_concurrency.py",
         "tests/audit/test_chain_concurrency.py", "tests/audit/test_triggers.py", "tests/audit/test_verify.py",
         "tests/audit/test_verify_parallel.py", "tests/audit/test_append.py", "tests/audit/test_edits.py",
         "tests/core/test_transaction_memo.py",
