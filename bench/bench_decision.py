@@ -64,6 +64,7 @@ def _seed() -> None:
                                 schemes=["https"], methods=["GET", "POST"], paths=["/v1/*"]))
         run, raw = run_create(worker)
         run_set_status(run.pk, Run.Status.RUNNING)
+        Run.objects.filter(pk=run.pk).update(box_address=BOX_ADDRESS)  # the box the token is bound to
         tokens.append(raw)
     for g in range(GLOBAL_GRANTS - 1):
         grants.append(Grant(slug=f"all-{g}", host=f"*.shared{g}.example.org", schemes=["https"]))
@@ -116,8 +117,12 @@ def _env(tmp: Path, service_token: str, database_url: str) -> dict[str, str]:
     }
 
 
+BOX_ADDRESS = "10.89.0.2"  # every bench run's box address: where its token is accepted from
+
+
 def _body(token: str, sentinel: str) -> dict:
-    return {"token": token, "method": "POST", "scheme": "https", "host": "api.openai.com", "port": 443,
+    return {"token": token, "client": BOX_ADDRESS, "method": "POST", "scheme": "https",
+            "host": "api.openai.com", "port": 443,
             "path": "/v1/chat/completions", "body_size": 2, "body_sha256": "0" * 64, "body_preview": "{}",
             "headers": [["content-type", "application/json"], ["authorization", f"Bearer {sentinel}"]],
             "mcp": []}

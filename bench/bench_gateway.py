@@ -49,6 +49,7 @@ from controlplane.policy.models import Grant
 worker = worker_create("bench-gateway")
 run, raw = run_create(worker)
 run_set_status(run.pk, Run.Status.RUNNING)
+Run.objects.filter(pk=run.pk).update(box_address="127.0.0.1")  # the bench's clients dial over loopback
 Grant.objects.create(slug="bench-upstream", host="127.0.0.1", port={port}, schemes=["http"], untrusted=False)
 if {tls_port}:
     Grant.objects.create(slug="bench-upstream-tls", host="127.0.0.1", port={tls_port}, schemes=["https"],

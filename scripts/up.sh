@@ -12,6 +12,8 @@
 # Exits non-zero, saying what is wrong, when anything still fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/close-inherited-fds.sh
+. scripts/close-inherited-fds.sh  # the daemons never hold a caller's lock
 mkdir -p var/run var/log
 PY=.venv/bin/python
 WEB_PORT=${ROSTER_WEB_PORT:-8000}

@@ -21,6 +21,8 @@ KINDS = frozenset({
     "run_input", "message", "delivery", "chat_approval", "channel_change",
     # Presets and workers' agent settings (controlplane.agents): created, changed, deleted.
     "agent_change",
+    # The worker's notes (controlplane.memory): written, corrected, forgotten (hashes, never the text).
+    "memory",
 })
 # Column widths of the indexed copies (AuditRecord); checked here so SQLite and PostgreSQL agree.
 _MAX_WORKER, _MAX_VERDICT, _MAX_REASON = 64, 16, 32

@@ -5,11 +5,17 @@ name only)."""
 
 from __future__ import annotations
 
+import re
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from controlplane.audit.services import audit_append
 from controlplane.conversations.models import Channel, ChatIdentity, ChatServer
+
+# A room id: `!opaque:server` up to room version 11; from version 12 (the default of the Synapse that the
+# tests and the demo run) the unpadded URL-safe base64 of the create event's hash, with no server part.
+ROOM_ID = re.compile(r"![^:\s]+:[^\s]+|![A-Za-z0-9_-]{43}")
 
 
 def channel_problems(channel: Channel) -> dict[str, str]:
@@ -20,8 +26,10 @@ def channel_problems(channel: Channel) -> dict[str, str]:
     if channel.kind == Channel.Kind.MATRIX:
         if channel.server_id is None:
             problems["server"] = "a Matrix room needs its homeserver"
-        if not channel.room_id.startswith("!") or ":" not in channel.room_id:
-            problems["room_id"] = "a Matrix room id, e.g. !abc123:example.org"
+        if not isinstance(channel.room_id, str) or not ROOM_ID.fullmatch(channel.room_id):
+            problems["room_id"] = (
+                "a Matrix room id, e.g. !abc123:example.org (or a version 12 room's !<43 characters>)"
+            )
     else:
         if not conversation:
             problems["kind"] = (

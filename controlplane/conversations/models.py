@@ -109,6 +109,7 @@ class ChatIdentity(models.Model):
 
     class Meta:
         ordering = ["kind", "chat_id"]
+        verbose_name_plural = "chat identities"
         constraints = [models.UniqueConstraint(fields=["kind", "chat_id"], name="one_user_per_chat_id")]
 
     def __str__(self) -> str:
@@ -164,6 +165,7 @@ class Delivery(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        verbose_name_plural = "deliveries"
 
 
 class ApprovalPost(models.Model):

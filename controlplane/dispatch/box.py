@@ -1,11 +1,10 @@
 """The box: a container on the locked network whose only exit is the gateway. `box_create_kwargs` says
 exactly what the box gets (pure, unit-tested); the rest starts it, watches it to its deadline, captures
-bounded output and removes it."""
+bounded output (controlplane.dispatch.boxoutput) and removes it."""
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import quote
@@ -17,6 +16,7 @@ from django.utils import timezone
 from docker.types import LogConfig, Mount, Ulimit
 
 from controlplane.dispatch.agentbox import BoxPlan
+from controlplane.dispatch.boxoutput import OutputCollector, output_sources
 from controlplane.dispatch.engine import box_labels, box_name
 from controlplane.dispatch.preflight import BoxNetwork
 from controlplane.dispatch.rundirs import RunDirs
@@ -138,65 +138,6 @@ def box_create_kwargs(run: Run, *, image_id: str, network: BoxNetwork, token: st
     }
 
 
-class OutputCollector(threading.Thread):
-    """Keeps the first max_bytes of the box's interleaved stdout/stderr, and whether anything was dropped.
-
-    The dispatcher attaches (`attach_before_start`) before the box starts, so every byte passes through
-    here whatever the box's speed or exit timing: Docker's on-disk log is capped (see box_create_kwargs) and
-    rotates by truncation, so a flood read back from it after the fact can have lost its start or its
-    middle. Reading that log (`follow`) is left for recovery, when the watcher was lost; what comes from
-    it cannot be proven whole and is flagged truncated."""
-
-    def __init__(self, container, max_bytes: int, follow: bool = True):
-        super().__init__(daemon=True)
-        self.container, self.max_bytes, self.follow = container, max_bytes, follow
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.truncated = False
-        self.complete = False  # the stream ended (or the limit was reached) rather than being cut off
-        self.attached = False
-        self._stream = None
-
-    def attach_before_start(self) -> None:
-        self._stream = self.container.attach(stdout=True, stderr=True, stream=True, logs=False)
-        self.attached = True
-
-    def run(self) -> None:
-        with contextlib.suppress(docker.errors.DockerException, requests.RequestException, OSError):
-            if self._stream is None:
-                self._stream = self.container.logs(stdout=True, stderr=True, stream=True, follow=self.follow)
-            for chunk in self._stream:
-                room = self.max_bytes - self.size
-                if len(chunk) > room:
-                    self.chunks.append(chunk[:room])
-                    self.size += room
-                    self.truncated = True
-                    break
-                self.chunks.append(chunk)
-                self.size += len(chunk)
-            self.complete = True
-        if not self.attached:
-            # Read back from Docker's capped log, which may have dropped bytes without a trace.
-            self.truncated = True
-        self.stop()
-
-    def stop(self) -> None:
-        if self._stream is not None:
-            with contextlib.suppress(Exception):
-                self._stream.close()
-
-    def finish(self, timeout: float) -> None:
-        """Wait for the rest of the output; what is still unread then is dropped, and said to be."""
-        self.join(timeout=timeout)
-        if self.is_alive() or not self.complete:
-            self.truncated = True
-        self.stop()
-
-    def text(self) -> str:
-        # NUL too: PostgreSQL text refuses it, and a failed final save would lose the output and exit status.
-        return b"".join(self.chunks).decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-
-
 @dataclass(frozen=True)
 class BoxOutcome:
     exit_code: int | None
@@ -204,6 +145,8 @@ class BoxOutcome:
     oom_killed: bool
     output: str
     truncated: bool
+    # [[source, characters], ...] over `output` (controlplane.dispatch.boxoutput); () when not known.
+    sources: tuple = ()
 
 
 def box_kill(container) -> None:
@@ -243,8 +186,10 @@ def box_watch(container, deadline: datetime, *, follow: bool = True,
     with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
         container.reload()
         oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
-    return BoxOutcome(exit_code=exit_code, timed_out=timed_out, oom_killed=oom, output=collector.text(),
-                      truncated=collector.truncated)
+    pieces = collector.pieces()
+    return BoxOutcome(exit_code=exit_code, timed_out=timed_out, oom_killed=oom,
+                      output="".join(text for _, text in pieces), truncated=collector.truncated,
+                      sources=tuple(tuple(item) for item in output_sources(pieces)))
 
 
 def box_remove(client: docker.DockerClient, run_id: int) -> None:

@@ -50,7 +50,8 @@ def _reap_live(client, run: Run, container, now: datetime) -> str:
         # The watcher should have done this at the deadline; it is gone, so kill and collect here.
         box.box_kill(container)
         outcome = box.box_watch(container, now, follow=False)
-        run_finish(run.pk, box.BoxOutcome(outcome.exit_code, True, False, outcome.output, outcome.truncated))
+        run_finish(run.pk, box.BoxOutcome(outcome.exit_code, True, False, outcome.output, outcome.truncated,
+                                          outcome.sources))
         return "timed_out"
     finished = _finished_at(container)
     if container.status == "exited" and finished and now > finished + grace:

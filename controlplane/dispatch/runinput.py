@@ -18,6 +18,7 @@ from django.conf import settings
 from controlplane.conversations.selectors import conversation_for_run
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_fix_input
+from controlplane.memory.selectors import notes_in_scope, recalled
 
 ROLES = ("member", "owner", "approver", "worker")
 
@@ -117,11 +118,15 @@ def conversation_of(run: Run) -> Conversation | None:
 
 
 def run_input_assemble(run: Run, conversation: Conversation | None = None) -> RunInput:
-    """Build the run's input and fix on the run what it carried (audited, once)."""
-    document = run_input_document(run, conversation)
+    """Build the run's input and fix on the run what it carried (audited, once). The notes recalled are
+    those in the run's scope (controlplane.memory.selectors: P3)."""
+    people = [str(p.get("id")) for p in (conversation.participants if conversation else [])
+              if isinstance(p, dict) and p.get("id")]
+    notes = recalled(notes_in_scope(run.worker_id, conversation.channel if conversation else None, people))
+    document = run_input_document(run, conversation, notes)
     run_input = RunInput(document=document, prompt=prompt_text(document))
     carried = conversation is not None and bool(conversation.turns)
     participants = conversation.participants if conversation is not None else []
     run_fix_input(run.pk, carries_conversation=carried, participants=participants,
-                  input_sha256=run_input.sha256)
+                  input_sha256=run_input.sha256, notes=[n["id"] for n in notes])
     return run_input

@@ -27,6 +27,7 @@ from controlplane.dispatch.rundirs import run_dirs_create, run_dirs_remove
 from controlplane.dispatch.runinput import conversation_of, run_input_assemble
 from controlplane.dispatch.sentinels import sentinel_environment
 from controlplane.fleet.models import Run
+from controlplane.fleet.output import output_pieces, stdout_text
 from controlplane.fleet.services import RunStateError, run_set_status
 from controlplane.fleet.tokens import token_new
 
@@ -77,6 +78,7 @@ def _run_set_unless_ended(run_id: int, status: str, reason: str, **fields) -> Ru
 
 def outcome_fields(outcome: box.BoxOutcome) -> tuple[str, str, dict]:
     fields = {"exit_code": outcome.exit_code, "output": outcome.output,
+              "output_sources": [list(item) for item in outcome.sources],
               "output_truncated": outcome.truncated, "ended_at": timezone.now()}
     if outcome.timed_out:
         return Run.Status.TIMED_OUT, "killed at the run's deadline", fields
@@ -87,14 +89,28 @@ def outcome_fields(outcome: box.BoxOutcome) -> tuple[str, str, dict]:
     return Run.Status.FAILED, f"exit code {outcome.exit_code}", fields
 
 
+def box_address_record(run_id: int, container, network_name: str) -> None:
+    """Record the started box's address on the locked network: the run's token is accepted only from
+    there (docs/wire.md, "A token is bound to its box"). Docker assigns it at start, so until this write
+    lands (milliseconds) the box's own requests are refused too (bad_token, audited), never let through."""
+    container.reload()
+    networks = container.attrs.get("NetworkSettings", {}).get("Networks", {}) or {}
+    address = (networks.get(network_name) or {}).get("IPAddress") or None
+    if address is None:
+        raise RuntimeError(f"the box has no address on {network_name}")
+    Run.objects.filter(pk=run_id).update(box_address=address)
+
+
 def run_finish(run_id: int, outcome: box.BoxOutcome) -> Run | None:
     status, reason, fields = outcome_fields(outcome)
-    fields["answer"] = run_answer(Run.objects.get(pk=run_id), outcome.output)
+    # From stdout only: a line the box wrote to stderr can never split or pose as the answer.
+    stdout = stdout_text(output_pieces(outcome.output, fields["output_sources"]))
+    fields["answer"] = run_answer(Run.objects.get(pk=run_id), stdout)
     ended = run_end(run_id, status, reason, **fields)
     if ended is None:
         # Cancelled meanwhile: keep what the box printed; the status and its audit record stand.
-        Run.objects.filter(pk=run_id).update(output=outcome.output, output_truncated=outcome.truncated,
-                                             exit_code=outcome.exit_code)
+        Run.objects.filter(pk=run_id).update(output=outcome.output, output_sources=fields["output_sources"],
+                                             output_truncated=outcome.truncated, exit_code=outcome.exit_code)
     return ended
 
 
@@ -143,6 +159,7 @@ def run_dispatch(run_id: int) -> None:
         container = client.containers.create(**kwargs)
         collector = box.box_output_collector(container)  # before start: no output can be missed
         container.start()
+        box_address_record(run_id, container, network.name)  # first: its token works from there only
         started = timezone.now()
         log.info("run %s: box up %.0f ms after claim", run_id, 1000 * (time.monotonic() - claimed_at))
         deadline = started + timedelta(seconds=run.timeout_seconds)

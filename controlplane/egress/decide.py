@@ -30,6 +30,7 @@ from controlplane.egress.records import (
 from controlplane.egress.request import EgressRequest, new_decision_id
 from controlplane.fleet.models import Run
 from controlplane.fleet.selectors import live_run_for_token
+from controlplane.fleet.tokens import token_address_problem
 from controlplane.policy import engine
 from controlplane.policy.engine import DenyReason, Verdict
 from controlplane.vault.models import Secret
@@ -66,11 +67,28 @@ def policy_error_answer(decision_id: str, method: str, url: str) -> Answer:
     return Answer(decision, decision_id)
 
 
-def _bad_token(req: EgressRequest, decision_id: str) -> Answer:
-    decision = engine.deny(DenyReason.BAD_TOKEN, "missing or unknown run token, or the run has ended")
-    audit_decision(decision, decision_id, run=None, method=req.method, url=req.url,
-                   extra={"token_present": bool(req.token)})
+def _bad_token(req: EgressRequest, decision_id: str, refused: tuple[Run, str] | None = None) -> Answer:
+    """Refused for its token. `refused`: the known run whose token was presented from an address not its
+    box's, and the words why: on the audit record (naming the run) only; the caller is told no more than
+    for an unknown token."""
+    decision = engine.deny(DenyReason.BAD_TOKEN, "missing or unknown run token, the run has ended, or the "
+                                                 "token was presented from outside its box")
+    extra = {"token_present": bool(req.token)}
+    if refused is not None:
+        extra["detail"] = refused[1]
+    audit_decision(decision, decision_id, run=refused[0] if refused else None, method=req.method, url=req.url,
+                   extra=extra)
     return Answer(decision, decision_id)
+
+
+def _run_for_token(req: EgressRequest) -> tuple[Run | None, tuple[Run, str] | None]:
+    """The live run the token belongs to if it came from that run's box; else None and, for a known run's
+    token presented from elsewhere, that run and why. One read: the box's address comes with the run."""
+    run = live_run_for_token(req.token, with_policy_version=True)
+    if run is None:
+        return None, None
+    problem = token_address_problem(req.client, run.box_address)
+    return (None, (run, problem)) if problem else (run, None)
 
 
 def _same_footing(before: Run, after: Run) -> bool:
@@ -79,10 +97,10 @@ def _same_footing(before: Run, after: Run) -> bool:
 
 
 def _decide(req: EgressRequest, decision_id: str, may_wait: bool) -> Answer:
-    run = live_run_for_token(req.token, with_policy_version=True)
+    run, refused = _run_for_token(req)
     if run is None:
         with transaction.atomic():
-            return _bad_token(req, decision_id)
+            return _bad_token(req, decision_id, refused)
     # Evaluated outside the transaction, so the compiled grants may come from (and go into) the cache.
     state = state_for(run.policy_version)
     sentinel_ids = _sentinel_ids(req)
@@ -93,9 +111,9 @@ def _decide(req: EgressRequest, decision_id: str, may_wait: bool) -> Answer:
     with transaction.atomic():
         # Re-read inside the write transaction: a run that ended, a taint raised or a grant revoked
         # since the first read is decided again on the current state, never on the stale one.
-        current = live_run_for_token(req.token, with_policy_version=True)
+        current, refused = _run_for_token(req)
         if current is None:
-            return _bad_token(req, decision_id)
+            return _bad_token(req, decision_id, refused)
         if not _same_footing(run, current):
             run, state = current, PolicyState(None)
             decision = engine.require_authentic(engine.evaluate(
@@ -108,9 +126,9 @@ def decide_grouped(req: EgressRequest, may_wait: bool = False) -> Answer:
     audit chain's write lock: one read of the run, judged and recorded on it. Raises on any failure, so
     the group rolls back and this request is decided again alone, by decide()."""
     decision_id = new_decision_id()
-    run = live_run_for_token(req.token, with_policy_version=True)
+    run, refused = _run_for_token(req)
     if run is None:
-        return _bad_token(req, decision_id)
+        return _bad_token(req, decision_id, refused)
     # A group of decisions writes no grant or secret, so the compiled grants may come from the cache.
     state = state_for(run.policy_version, policy_unwritten=True)
     sentinel_ids = _sentinel_ids(req)

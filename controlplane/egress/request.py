@@ -47,6 +47,7 @@ class EgressRequest:
     mcp: Sequence[tuple[str, str | None]]
     sentinels: Sequence[str] = ()  # found by the gateway anywhere in the request (docs/wire.md)
     model_call: ModelCallFacts | None = None  # a model call: its worst case is reserved in tokens and money
+    client: str = ""  # the peer address the token came in from; accepted only from the run's box
 
     @property
     def exact_url(self) -> str:

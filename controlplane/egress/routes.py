@@ -74,7 +74,7 @@ def egress_request(body: DecideIn) -> EgressRequest:
         headers=tuple(body.headers), body_size=body.body_size, body_sha256=body.body_sha256,
         body_preview=body.body_preview, mcp=tuple((m.method, m.tool) for m in body.mcp),
         sentinels=tuple(body.sentinels),
-        model_call=body.model_call.facts() if body.model_call else None,
+        model_call=body.model_call.facts() if body.model_call else None, client=body.client,
     )
 
 

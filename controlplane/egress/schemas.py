@@ -86,6 +86,9 @@ class UsageIn(Strict):
                           cache_write_1h=self.cache_write_1h)
 
 
+CLIENT_ADDRESS = Annotated[StrictStr, Field(max_length=64)]
+
+
 class DecideIn(Strict):
     token: Annotated[StrictStr, Field(max_length=MAX_TOKEN)]
     method: Annotated[StrictStr, Field(pattern=r"^[A-Z][A-Z-]{0,15}$")]
@@ -103,6 +106,9 @@ class DecideIn(Strict):
     sentinels: Annotated[list[Annotated[StrictStr, Field(min_length=1, max_length=512)]],
                          Field(max_length=64)] = []
     model_call: ModelCallIn | None = None
+    # The peer address of the box connection the request came in on (docs/wire.md). Missing or "" is
+    # taken as given and refused as bad_token, audited, rather than answered 422.
+    client: CLIENT_ADDRESS = ""
 
 
 class SentinelsOut(Strict):
@@ -144,6 +150,7 @@ class DecideOut(Strict):
     approval_id: str | None
     hold_seconds: int
     budget: BudgetOut | None
+    wire: Literal["openai-chat", "openai-responses", "anthropic-messages", "gemini"] | None
 
 
 class WaitIn(Strict):

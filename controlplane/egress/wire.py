@@ -49,6 +49,9 @@ def answer_body(answer: Answer) -> dict:
         "approval_id": answer.approval_id,
         "hold_seconds": answer.hold_seconds,
         "budget": answer.budget,
+        # The model wire format of the request's host when a grant says it (null otherwise): the
+        # gateway shapes a refusal as that provider's error, which the agent's SDK reads.
+        "wire": decision.wire or None,
     }
 
 

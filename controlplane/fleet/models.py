@@ -68,8 +68,14 @@ class Run(models.Model):
     # The ROSTER_BOX_NAMESPACE of the box host whose dispatcher claimed the run: only that host's dockerd
     # has its box, so only that host's reaper may judge it (another host would see "container gone").
     box_host = models.CharField(max_length=64, blank=True, default="")
+    # The box's address on the locked network, recorded as soon as its box starts: the run's token is
+    # accepted only from there (controlplane.fleet.tokens.token_address_problem); null until then.
+    box_address = models.GenericIPAddressField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     output = models.TextField(blank=True)
+    # Where each part of `output` came from, in arrival order: [["stdout" | "stderr", characters], ...]
+    # (controlplane.dispatch.boxoutput.output_pieces reads the two together); [] for a run stored before.
+    output_sources = models.JSONField(default=list, blank=True)
     output_truncated = models.BooleanField(default=False)
     # The agent's final answer, taken on the trusted side from the output by the run's answer rule
     # (controlplane.dispatch.answers); "" when the rule found none. Content from the box: untrusted.

@@ -45,13 +45,15 @@ def run_participants(run_id: int) -> list[dict]:
 def live_run_for_token(raw: str, *, with_policy_version: bool = False) -> Run | None:
     """The live run (of an active worker) this raw token belongs to, or None. With with_policy_version,
     the run carries `policy_version`, read in the same statement (the decision path's one round trip
-    before its transaction). The Run and Worker are read-only snapshots of the decision-relevant columns."""
+    before its transaction). The Run and Worker are read-only snapshots of the decision-relevant columns,
+    the box's address among them (the caller checks it: controlplane.fleet.tokens.token_address_problem)."""
     if not token_is_well_formed(raw):
         return None
     live = list(Run.LIVE_STATUSES)
     version = ", (SELECT version FROM fleet_policyversion WHERE id = 1)" if with_policy_version else ""
     sql = (
-        "SELECT r.id, r.worker_id, r.origin, r.status, r.taint, r.untrusted, w.name" + version +
+        "SELECT r.id, r.worker_id, r.origin, r.status, r.taint, r.untrusted, w.name, r.box_address"
+        + version +
         " FROM fleet_run r JOIN fleet_worker w ON w.id = r.worker_id"
         " WHERE r.token_hash = %s AND w.active AND r.status IN (" + ", ".join(["%s"] * len(live)) + ")"
     )
@@ -60,12 +62,13 @@ def live_run_for_token(raw: str, *, with_policy_version: bool = False) -> Run | 
         row = cursor.fetchone()
     if row is None:
         return None
-    run = Run(id=row[0], worker_id=row[1], origin=row[2], status=row[3], taint=row[4], untrusted=bool(row[5]))
+    run = Run(id=row[0], worker_id=row[1], origin=row[2], status=row[3], taint=row[4], untrusted=bool(row[5]),
+              box_address=row[7])
     run.worker = Worker(id=row[1], name=row[6], active=True)
     run._state.adding = False
     run.worker._state.adding = False
     if with_policy_version:
-        run.policy_version = row[7]
+        run.policy_version = row[8]
     return run
 
 

@@ -22,8 +22,8 @@ TERMINAL_STATUSES = frozenset(s for s in Run.Status.values if s not in Run.LIVE_
 # Fields a status change may set alongside the status. token_hash, taint and untrusted are not here:
 # they change only through their own rules (revocation, never-lowering taint).
 RUN_STATUS_FIELDS = frozenset(
-    {"started_at", "ended_at", "deadline", "exit_code", "output", "output_truncated", "image_id",
-     "container_id", "answer"}
+    {"started_at", "ended_at", "deadline", "exit_code", "output", "output_sources", "output_truncated",
+     "image_id", "container_id", "answer"}
 )
 
 
@@ -125,7 +125,7 @@ def run_raise_taint(run_id: int, result_class: int, untrusted: bool) -> Run:
 
 
 def run_fix_input(run_id: int, *, carries_conversation: bool, participants: list[dict],
-                  input_sha256: str) -> Run:
+                  input_sha256: str, notes: list[int] | None = None) -> Run:
     """Record what the run's input carried, once, when dispatch assembles it (before the box starts):
     whether it holds conversation content and who was in the room. Audited as `run_input`; a second call
     for the same run is refused, so no later step can launder a run into a clean one."""
@@ -143,7 +143,9 @@ def run_fix_input(run_id: int, *, carries_conversation: bool, participants: list
         audit_append(
             "run_input",
             {"run": run.pk, "worker": run.worker.name, "carries_conversation": run.carries_conversation,
-             "participants": clean, "input_sha256": input_sha256},
+             "participants": clean, "input_sha256": input_sha256,
+             # the ids of the notes recalled into it (their text is memory's, and can be forgotten)
+             "notes": [int(n) for n in notes or []]},
             run=run, worker=run.worker,
         )
     return run

@@ -4,6 +4,7 @@ database read never yields a usable token."""
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import secrets
 
 TOKEN_PREFIX = "rt_"
@@ -24,3 +25,32 @@ def token_hash(raw: str) -> str:
 
 def token_is_well_formed(raw: str) -> bool:
     return isinstance(raw, str) and raw.startswith(TOKEN_PREFIX) and len(raw) <= TOKEN_MAX_LENGTH
+
+
+def _address(text: str) -> str | None:
+    """The address in its one written form (an IPv4-mapped IPv6 address as IPv4), or None if not one."""
+    try:
+        address = ipaddress.ip_address(text.strip())
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return str(address)
+
+
+def token_address_problem(client: str | None, box_address: str | None) -> str:
+    """Why a run's token must not be accepted from `client` (the peer address of the connection it came
+    in on, as the gateway reports it), or "" when it came from the run's own box. A token is bound to its
+    box: one read from the host (`docker inspect`) or another box is refused. The words go into the
+    bad_token audit record (the trusted side's), never to the box."""
+    if not client:
+        return "the gateway reported no client address for the token"
+    presented = _address(client)
+    if presented is None:
+        return "the gateway reported an unreadable client address for the token"
+    box = _address(box_address) if box_address else None
+    if box is None:
+        return f"token presented from {presented}, run's box address is not recorded"
+    if presented != box:
+        return f"token presented from {presented}, run's box is {box}"
+    return ""

@@ -82,6 +82,8 @@ class Proposal(models.Model):
         # Work the worker proposes (direction and pace, invariant 6): once allowed, a proactive run on its
         # queue, budget-gated like any proactive run (invariant 8). The executor is dispatch's.
         FOLLOW_UP = "follow_up", "follow-up task"
+        # A note for the worker's memory (P3), written by memory's executor with the run's provenance.
+        MEMORY_NOTE = "memory_note", "memory note"
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -138,6 +140,10 @@ class Proposal(models.Model):
         return f"{self.kind} proposal {self.pk}"
 
 
+# Kinds applied on the trusted side itself, with no destination (their executors are other apps').
+NO_DESTINATION_KINDS = ("follow_up", "memory_note")
+
+
 class TrustRule(models.Model):
     """Trust explicitly earned: proposals of one worker to one destination (optionally one kind) are
     approved without a human, at most `max_per_day` a day, until `expires_at`. Never identity edits:
@@ -168,7 +174,7 @@ class TrustRule(models.Model):
                 condition=~models.Q(kind="identity_edit"), name="trust_rule_never_identity_edit"
             ),
             models.CheckConstraint(
-                condition=models.Q(destination__isnull=False) | models.Q(kind="follow_up"),
+                condition=models.Q(destination__isnull=False) | models.Q(kind__in=NO_DESTINATION_KINDS),
                 name="trust_rule_destination_unless_follow_up",
             ),
         ]
@@ -179,8 +185,9 @@ class TrustRule(models.Model):
     def clean(self):
         if self.kind == Proposal.Kind.IDENTITY_EDIT:
             raise ValidationError({"kind": "identity edits always need a human; no rule can approve them"})
-        if self.destination_id is None and self.kind != Proposal.Kind.FOLLOW_UP:
+        if self.destination_id is None and self.kind not in NO_DESTINATION_KINDS:
             raise ValidationError(
-                {"destination": "a rule names a destination (only follow-up rules have none)"})
-        if self.kind == Proposal.Kind.FOLLOW_UP and self.destination_id is not None:
-            raise ValidationError({"destination": "follow-up tasks have no destination"})
+                {"destination": "a rule names a destination (only follow-up and memory-note rules have "
+                                "none)"})
+        if self.kind in NO_DESTINATION_KINDS and self.destination_id is not None:
+            raise ValidationError({"destination": f"{self.get_kind_display()} proposals have no destination"})

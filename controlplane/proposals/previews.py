@@ -38,6 +38,11 @@ def headline(proposal: Proposal) -> str:
         return visible(f"push to {payload.get('branch', '')} on {payload.get('base_commit', '')[:12]}")
     if proposal.kind == Proposal.Kind.FOLLOW_UP:
         return visible(f"follow-up task: {payload.get('task', '')}")[:300]
+    if proposal.kind == Proposal.Kind.MEMORY_NOTE:
+        # Never the note's text: a headline is copied to places forgetting cannot reach (chat posts).
+        about = payload.get("person") if payload.get("scope") == "person" else payload.get("scope", "")
+        size = len(payload.get("text", ""))
+        return visible(f"memory note ({payload.get('scope', '')}: {about}), {size} chars")
     return "change the worker's identity"
 
 
@@ -139,10 +144,17 @@ def _follow_up(proposal: Proposal, sentinels: dict) -> dict:
     return {"task": _shown(proposal.payload.get("task", ""), sentinels)}
 
 
+def _memory_note(proposal: Proposal, sentinels: dict) -> dict:
+    payload = proposal.payload
+    about = {"person": f"about {payload.get('person')}", "channel": "about the channel",
+             "worker": "for the worker"}.get(payload.get("scope"), "")
+    return {"note": _shown(payload.get("text", ""), sentinels), "about": about}
+
+
 def preview(proposal: Proposal, sentinels: dict | None = None) -> dict:
     sentinels = known_sentinels() if sentinels is None else sentinels
     build = {"email": _email, "webhook": _webhook, "git_push": _git, "identity_edit": _identity,
-             "follow_up": _follow_up}[proposal.kind]
+             "follow_up": _follow_up, "memory_note": _memory_note}[proposal.kind]
     return {
         "kind": proposal.kind,
         "headline": headline(proposal),

@@ -139,13 +139,27 @@ class FollowUpIn(Strict):
     reason: Reason = ""
 
 
+class MemoryNoteContent(Strict):
+    scope: Literal["person", "channel", "worker"]
+    text: Annotated[StrictStr, Field(min_length=1, max_length=4000)]
+    # person notes: the chat id of someone in the run's conversation
+    person: Annotated[StrictStr, Field(max_length=255)] | None = None
+
+
+class MemoryNoteIn(Strict):
+    kind: Literal["memory_note"]
+    payload: MemoryNoteContent
+    reason: Reason = ""
+
+
 ProposalIn = Annotated[
-    WebhookIn | EmailIn | GitPushIn | IdentityEditIn | FollowUpIn, Field(discriminator="kind")
+    WebhookIn | EmailIn | GitPushIn | IdentityEditIn | FollowUpIn | MemoryNoteIn, Field(discriminator="kind")
 ]
 _adapter = TypeAdapter(ProposalIn)
+ProposalModel = WebhookIn | EmailIn | GitPushIn | IdentityEditIn | FollowUpIn | MemoryNoteIn
 
 
-def parse_proposal(raw: bytes) -> WebhookIn | EmailIn | GitPushIn | IdentityEditIn | FollowUpIn:
+def parse_proposal(raw: bytes) -> ProposalModel:
     """Strict JSON to one kind's model. Raises ValidationError (also for JSON that does not parse)."""
     return _adapter.validate_json(raw)
 

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from controlplane.ledger.totals import window_start
 from controlplane.proposals import previews
-from controlplane.proposals.models import Proposal, TrustRule
+from controlplane.proposals.models import NO_DESTINATION_KINDS, Proposal, TrustRule
 from controlplane.vault.masking import known_sentinels
 
 
@@ -72,12 +72,12 @@ def matching_rule(proposal: Proposal) -> TrustRule | None:
     that has room today; never one for an identity edit."""
     if proposal.kind == Proposal.Kind.IDENTITY_EDIT:
         return None
-    if proposal.destination_id is None and proposal.kind != Proposal.Kind.FOLLOW_UP:
+    if proposal.destination_id is None and proposal.kind not in NO_DESTINATION_KINDS:
         return None
     now = timezone.now()
-    if proposal.kind == Proposal.Kind.FOLLOW_UP:
-        # Only a rule written for follow-ups, never a destination's rule of "any kind".
-        kinds = Q(kind=Proposal.Kind.FOLLOW_UP, destination__isnull=True)
+    if proposal.kind in NO_DESTINATION_KINDS:
+        # Only a rule written for this kind, never a destination's rule of "any kind".
+        kinds = Q(kind=proposal.kind, destination__isnull=True)
     else:
         kinds = Q(kind="") | Q(kind=proposal.kind)
     rules = (

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "controlplane.agents",
     "controlplane.proposals",
     "controlplane.conversations",
+    "controlplane.memory",
     "controlplane.relay",
     "controlplane.web",
     "controlplane.demo",

@@ -28,4 +28,5 @@ CELERY_BEAT_SCHEDULE = {
     "expire-proposals": {"task": "controlplane.proposals.tasks.expire_proposals", "schedule": 30.0},
     "settle-overdue-reservations": {"task": "controlplane.ledger.tasks.settle_overdue_reservations",
                                     "schedule": 60.0},
+    "purge-expired-notes": {"task": "controlplane.memory.tasks.purge_expired_notes", "schedule": 3600.0},
 }

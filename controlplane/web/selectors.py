@@ -70,7 +70,12 @@ def _summary(kind: str, data: dict, sentinels: dict[str, str]) -> str:
         people = ", ".join(f"{p.get('name') or p.get('id')} ({p.get('role')})"
                            for p in data.get("participants", []))
         carried = "carried conversation content" if data.get("carries_conversation") else "no conversation"
-        return f"input assembled: {carried}" + (f"; in the room: {people}" if people else "")
+        notes = ", ".join(f"note {n}" for n in data.get("notes") or [])
+        return (f"input assembled: {carried}" + (f"; in the room: {people}" if people else "")
+                + (f"; recalled {notes}" if notes else ""))
+    if kind == "memory":
+        about = data.get("person") or data.get("channel") or "the worker"
+        return f"note {data.get('note')} {data.get('action', '')} ({data.get('scope', '')}: {about})"
     if kind in ("message", "delivery", "chat_approval"):
         return " ".join(str(data.get(k)) for k in ("event", "channel", "speaker", "role", "why", "post")
                         if data.get(k) not in (None, ""))

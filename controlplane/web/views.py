@@ -15,6 +15,7 @@ from controlplane.approvals.cards import approval_cards_for_run
 from controlplane.conversations.selectors import channels_of_worker, run_delivery, run_messages
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run, Worker
+from controlplane.fleet.output import output_pieces, preview_pieces
 from controlplane.ledger.models import Unit
 from controlplane.ledger.selectors import cap_statuses
 from controlplane.web import charts, selectors
@@ -89,7 +90,8 @@ def run_timeline(request: HttpRequest, run_id: int) -> HttpResponse:
         "decisions_chart": charts.run_decisions_chart(run),
         "spend_charts": charts.run_spend_charts(run),
         "traces": selectors.run_traces(run),
-        "output": run.output[: settings.ROSTER_WEB_OUTPUT_PREVIEW_CHARS],
+        "output": preview_pieces(output_pieces(run.output, run.output_sources),
+                                 settings.ROSTER_WEB_OUTPUT_PREVIEW_CHARS),
         "output_cut": len(run.output) > settings.ROSTER_WEB_OUTPUT_PREVIEW_CHARS or run.output_truncated,
     })
 

@@ -119,13 +119,15 @@ class ControlPlaneClient:
             raise ControlPlaneDown(f"control plane answer to {path} not understood")
         return answer["status"], answer["body"]
 
-    async def propose(self, token: str, body: bytes) -> tuple[int, dict]:
-        """A box's proposal (docs/wire.md POST /proposals): the box's status and JSON answer."""
-        return await self._proposal_call("/proposals", {"token": token,
+    async def propose(self, token: str, body: bytes, client: str) -> tuple[int, dict]:
+        """A box's proposal (docs/wire.md POST /proposals): the box's status and JSON answer. `client`:
+        the box connection's peer address, as for /decide (the token is accepted only from its box)."""
+        return await self._proposal_call("/proposals", {"token": token, "client": client,
                                                         "body_b64": base64.b64encode(body).decode()})
 
-    async def proposal_status(self, token: str, proposal_id: str) -> tuple[int, dict]:
-        return await self._proposal_call(f"/proposals/{proposal_id}/status", {"token": token})
+    async def proposal_status(self, token: str, proposal_id: str, client: str) -> tuple[int, dict]:
+        return await self._proposal_call(f"/proposals/{proposal_id}/status",
+                                         {"token": token, "client": client})
 
     async def health(self, timeout: float) -> tuple[bool, object]:
         """Whether the control plane answers (docs/wire.md GET /health), and the limits its answer carries

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import ipaddress
 from collections.abc import Sequence
 
 from mitmproxy import http
@@ -35,17 +36,34 @@ def token_from_header(value: str | None) -> str:
     return ""
 
 
+def client_address(flow) -> str:
+    """The peer address of the box connection the request came in on (IPv4-mapped IPv6 written as IPv4),
+    sent with the run token: the control plane accepts a token only from its run's box. "" when not
+    known (the control plane refuses it)."""
+    peer = getattr(flow.client_conn, "peername", None)
+    if not peer:
+        return ""
+    try:
+        address = ipaddress.ip_address(peer[0])
+    except (ValueError, TypeError, IndexError):
+        return ""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return str(address)
+
+
 def strip_proxy_headers(request: http.Request) -> None:
     for name in HOP_BY_HOP:
         request.headers.pop(name, None)
 
 
-def decide_payload(request: http.Request, *, token: str, scheme: str, mcp: tuple[McpCall, ...],
+def decide_payload(request: http.Request, *, token: str, client: str, scheme: str, mcp: tuple[McpCall, ...],
                    preview_bytes: int, sentinels: Sequence[str] = ()) -> dict:
     body = request.raw_content or b""
     headers = [[k.lower(), v] for k, v in request.headers.items(multi=True) if k.lower() not in HOP_BY_HOP]
     payload = {
         "token": token,
+        "client": client,
         "method": request.method.upper(),
         "scheme": scheme,
         "host": normalise_host(request.host),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from mitmproxy import http
 
 from roster_gateway.client import ControlPlaneDown
+from roster_gateway.facts import client_address
 from roster_gateway.responses import deny_flow
 
 if TYPE_CHECKING:
@@ -50,12 +51,12 @@ async def answer(steps: Steps, flow: http.HTTPFlow, token: str | None) -> None:
             return
         # Whatever the body is, the control plane judges it (strict JSON) and audits a rejection.
         body = request.get_content(strict=True) or b""
-        call = steps.client.propose(token, body)
+        call = steps.client.propose(token, body, client_address(flow))
     elif status_match:
         if method != "GET":
             _answer(flow, 405, {"error": "method_not_allowed", "message": "GET a proposal's state here"})
             return
-        call = steps.client.proposal_status(token, status_match.group(1).lower())
+        call = steps.client.proposal_status(token, status_match.group(1).lower(), client_address(flow))
     else:
         _answer(flow, 404, {"error": "not_found", "message": "POST /v1/proposals or GET /v1/proposals/<id>"})
         return

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from mitmproxy import http
 
-from roster_gateway import metrics, model_flow, proposals, shapes
+from roster_gateway import metrics, model_flow, model_websockets, proposals, shapes
 from roster_gateway.client import ControlPlaneDown
 from roster_gateway.decoding import narrow_accept_encoding
-from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
+from roster_gateway.facts import client_address, decide_payload, strip_proxy_headers, token_from_header
 from roster_gateway.mcp import MalformedBody, mcp_calls
 from roster_gateway.responses import deny_flow
 from roster_gateway.scrub import scrubber_for
@@ -31,6 +31,9 @@ async def judge_request(steps: Steps, flow: http.HTTPFlow, state: ConnState) -> 
     if refusal is not None:
         deny_flow(flow, refusal.status, refusal.reason, refusal.message)
         return
+    if model_websockets.refused_before_deciding(flow.request):
+        deny_flow(flow, model_websockets.STATUS, model_websockets.REASON, model_websockets.MESSAGE)
+        return
     if proposals.is_reserved(config, flow.request.host):
         await proposals.answer(steps, flow, token)  # answered here: never dialled, never /decide
         return
@@ -46,8 +49,8 @@ async def judge_request(steps: Steps, flow: http.HTTPFlow, state: ConnState) -> 
     except ControlPlaneDown as exc:
         deny_flow(flow, 503, "control_plane_unavailable", str(exc))
         return
-    payload = decide_payload(flow.request, token=token or "", scheme=scheme, mcp=mcp,
-                             preview_bytes=config.body_preview_bytes,
+    payload = decide_payload(flow.request, token=token or "", client=client_address(flow), scheme=scheme,
+                             mcp=mcp, preview_bytes=config.body_preview_bytes,
                              sentinels=finder.found_in_request(flow.request, config.max_body_bytes))
     model_flow.note_request(flow, body, payload)
     decision = await steps.judge(flow, payload, token)
@@ -58,6 +61,11 @@ async def judge_request(steps: Steps, flow: http.HTTPFlow, state: ConnState) -> 
 
 async def _allow(steps: Steps, flow: http.HTTPFlow, decision: Decision, state: ConnState) -> None:
     request = flow.request
+    if model_websockets.refused_on_model_host(request, decision.wire):
+        steps.settle_unused(decision, model_websockets.STATUS, model_websockets.REASON)
+        deny_flow(flow, model_websockets.STATUS, model_websockets.REASON, model_websockets.MESSAGE,
+                  decision_id=decision.decision_id)
+        return
     host = shapes.normalise_host(request.host)
     ip = await steps.vet_or_deny(flow, decision, host)
     if ip is None:

@@ -17,7 +17,7 @@ from roster_gateway.client import ControlPlaneClient, ControlPlaneDown
 from roster_gateway.options import GatewayConfig
 from roster_gateway.outcomes import OutcomeReporter
 from roster_gateway.reasons import deny_status
-from roster_gateway.responses import deny_flow
+from roster_gateway.responses import WIRE_KEY, deny_flow
 from roster_gateway.sentinels import SentinelList
 from roster_gateway.usage import Usage
 from roster_gateway.wire import Decision
@@ -72,6 +72,8 @@ class Steps:
         except ControlPlaneDown as exc:
             deny_flow(flow, 503, "control_plane_unavailable", str(exc))
             return None
+        if decision.wire:  # every refusal of this flow from here on speaks the host's provider's shape
+            flow.metadata[WIRE_KEY] = decision.wire
         if not token:
             # Belt and braces: without a run token nothing passes, whatever the answer said.
             self.settle_unused(decision)

@@ -7,7 +7,7 @@ from mitmproxy import http
 
 from roster_gateway import metrics, proposals, shapes
 from roster_gateway.client import ControlPlaneDown
-from roster_gateway.facts import decide_payload, strip_proxy_headers, token_from_header
+from roster_gateway.facts import client_address, decide_payload, strip_proxy_headers, token_from_header
 from roster_gateway.responses import deny_flow
 from roster_gateway.steps import ConnState, Steps, deny_decision
 
@@ -30,7 +30,7 @@ async def judge_connect(steps: Steps, flow: http.HTTPFlow, state: ConnState) -> 
     state.connect_target = (host, request.port)
     if proposals.is_reserved(steps.config, host):
         return  # intercepted; the gateway answers the requests inside itself (roster_gateway.proposals)
-    payload = decide_payload(request, token=token, scheme="tunnel", mcp=(),
+    payload = decide_payload(request, token=token, client=client_address(flow), scheme="tunnel", mcp=(),
                              preview_bytes=steps.config.body_preview_bytes)
     try:
         decision = await steps.decide(payload)

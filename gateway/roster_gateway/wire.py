@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from roster_gateway.provider_errors import WIRES
+
 VERDICTS = frozenset({"allow", "deny", "ask"})
 DENY_STATUSES = frozenset({402, 403, 407, 503})
 MAX_COMMENT = 2048
@@ -31,6 +33,9 @@ class Decision:
     budget: dict | None = field(default=None, compare=False)
     # An approver's comment with a refusal (wait answers only; optional on the wire).
     comment: str | None = None
+    # The model wire format the control plane says the request's host speaks ("" unknown): only the
+    # shape of a refusal's body depends on it (roster_gateway.provider_errors).
+    wire: str = ""
 
     def __repr__(self) -> str:  # never print inject/replace values (they are secrets)
         return (f"Decision({self.verdict}, reason={self.reason}, grant={self.grant}, "
@@ -76,6 +81,13 @@ def _pairs(doc: dict, key: str, a: str, b: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _wire(doc: dict) -> str:
+    """A known wire format, or "": a format this gateway does not know yet only loses the provider's
+    error shape of a refusal, so it is not worth refusing the decision for."""
+    wire = _str(doc, "wire", optional=True) or ""
+    return wire if wire in WIRES else ""
+
+
 def parse_decision(doc: object) -> Decision:
     if not isinstance(doc, dict):
         raise WireError("decision is not an object")
@@ -96,6 +108,7 @@ def parse_decision(doc: object) -> Decision:
         approval_id=_str(doc, "approval_id", optional=True),
         hold_seconds=_int(doc, "hold_seconds"),
         budget=doc.get("budget") if isinstance(doc.get("budget"), dict) else None,
+        wire=_wire(doc),
     )
     if verdict == "deny":
         if not decision.reason:

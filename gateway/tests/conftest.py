@@ -22,7 +22,7 @@ HEALTH = json.loads((CONTRACT / "health.json").read_text())["response"]
 def allow(**over) -> dict:
     doc = {"verdict": "allow", "reason": None, "status": 200, "message": "allowed by grant",
            "decision_id": "dc_1", "grant": "g-one", "tunnel": False, "trace": False, "inject": [],
-           "replace": [], "approval_id": None, "hold_seconds": 0, "budget": None}
+           "replace": [], "approval_id": None, "hold_seconds": 0, "budget": None, "wire": None}
     doc.update(over)
     return doc
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from roster_gateway import model_flow
-from roster_gateway.facts import decide_payload
+from roster_gateway.facts import client_address, decide_payload
 from roster_gateway.mcp import mcp_calls
 from roster_gateway.sentinels import SentinelFinder
 from roster_gateway.usage import Usage
@@ -50,12 +50,14 @@ def test_gateway_builds_the_fixture_decide_request(name):
     mcp = mcp_calls(flow.request.headers.get("content-type", ""), body)
     # The fixtures' sentinel is the only one the control plane knows in them.
     found = SentinelFinder([SENTINEL]).found_in_request(flow.request, 1 << 20)
-    payload = decide_payload(flow.request, token=expected["token"], scheme=expected["scheme"], mcp=mcp,
+    flow.client_conn.peername = (expected["client"], 43210)  # the box's end of the connection
+    payload = decide_payload(flow.request, token=expected["token"], client=client_address(flow),
+                             scheme=expected["scheme"], mcp=mcp,
                              preview_bytes=4096, sentinels=found)
     model_flow.note_request(flow, body, payload)
     assert set(payload) == set(expected)
     assert payload.get("model_call") == expected.get("model_call")
-    keys = ["token", "method", "scheme", "host", "port", "path", "mcp", "body_size", "body_sha256",
+    keys = ["token", "client", "method", "scheme", "host", "port", "path", "mcp", "body_size", "body_sha256",
             "body_preview"]
     for key in keys:
         assert payload[key] == expected[key], key
@@ -175,3 +177,16 @@ async def test_held_request_refused_with_a_comment_returns_it_to_the_box(gw, cp)
     assert body["reason"] == "approval_refused"
     assert body["comment"] == "not during the release freeze"
     assert body["message"].endswith(": not during the release freeze")
+
+
+async def test_a_model_host_refusal_reaches_the_box_in_its_providers_shape(gw, cp):
+    fixture = FIXTURES["decide_deny_model_host"]
+    cp.decide = fixture["response"]
+    flow = make_flow(host="93.184.216.34", token="rt_fixture", path=fixture["request"]["path"])
+    gw.requestheaders(flow)
+    await gw.request(flow)
+    body = json.loads(flow.response.content)
+    assert body["type"] == "error" and body["error"]["type"] == "roster_no_grant"
+    assert fixture["response"]["message"] in body["error"]["message"]
+    assert (body["verdict"], body["reason"]) == ("deny", "no_grant")
+    assert flow.response.headers["x-should-retry"] == "false"

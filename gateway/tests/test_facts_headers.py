@@ -13,7 +13,8 @@ from tests.conftest import make_flow
 
 def _payload(flow):
     strip_proxy_headers(flow.request)
-    return decide_payload(flow.request, token="rt", scheme="http", mcp=(), preview_bytes=16)
+    return decide_payload(flow.request, token="rt", client="10.89.0.2", scheme="http", mcp=(),
+                          preview_bytes=16)
 
 
 def test_every_header_line_is_reported_in_order_with_lower_case_names():

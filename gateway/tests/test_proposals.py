@@ -35,7 +35,8 @@ async def test_submit_goes_to_the_control_plane_with_the_token_never_decide(gw, 
     assert json.loads(flow.response.content) == {"id": "p1", "status": "pending"}
     assert cp.paths() == ["/proposals"]  # no /decide, nothing dialled
     sent = cp.bodies("/proposals")[0]
-    assert sent["token"] == "rt_good" and set(sent) == {"token", "body_b64"}
+    assert sent["token"] == "rt_good" and set(sent) == {"token", "client", "body_b64"}
+    assert sent["client"] == flow.client_conn.peername[0]  # the box's end: the token is bound to it
     assert json.loads(base64.b64decode(sent["body_b64"])) == body
 
 
@@ -44,7 +45,7 @@ async def test_status_poll(gw, cp):
     flow = await send(gw, make_flow(host=HOST, path=f"/v1/proposals/{UUID}"))
     assert flow.response.status_code == 200
     assert cp.paths() == [f"/proposals/{UUID}/status"]
-    assert cp.bodies("/status")[0] == {"token": "rt_good"}
+    assert cp.bodies("/status")[0] == {"token": "rt_good", "client": flow.client_conn.peername[0]}
 
 
 async def test_no_token_is_407_and_nothing_asked(gw, cp):

@@ -35,6 +35,8 @@ SCENARIOS = {
                                                   schemes=[], tunnel=True),
     "decide_ask": lambda c: c.make_grant(mode="ask"),
     "decide_deny_no_grant": lambda c: c.make_grant(),
+    "decide_deny_model_host": lambda c: c.make_grant(slug="anthropic", host="api.anthropic.com",
+                                                     paths=["/v1/messages"], wire="anthropic-messages"),
     "decide_deny_tripwire": lambda c: (c.secret, c.make_grant(slug="example", host="example.com")),
     "decide_deny_tripwire_body": lambda c: (c.secret, c.make_grant(slug="example", host="example.com")),
     "decide_deny_grant_expired": lambda c: c.make_grant(expires_at=timezone.now() - timedelta(days=1)),
@@ -44,6 +46,7 @@ SCENARIOS = {
     "decide_deny_over_budget": lambda c: (c.make_grant(), Cap.objects.create(
         worker=c.run.worker, unit="requests", window="day", limit=1), c.gateway.decide(c.body)),
     "decide_deny_bad_token": lambda c: c.make_grant(),
+    "decide_deny_bad_token_address": lambda c: c.make_grant(),
     "decide_deny_policy_error": lambda c: (c.make_grant(), c.make_grant(slug="broken", host="[bad")),
 }
 

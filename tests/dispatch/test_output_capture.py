@@ -5,19 +5,28 @@ from __future__ import annotations
 
 import threading
 
-from controlplane.dispatch.box import OutputCollector
+from controlplane.dispatch.boxoutput import OutputCollector, output_sources
+from controlplane.fleet.output import UNKNOWN, output_pieces, preview_pieces, stdout_text
+
+
+def _frame(chunk):
+    """A demuxed frame as docker-py gives it: bytes are stdout's; ("err", bytes) is stderr's."""
+    if isinstance(chunk, tuple):
+        return (None, chunk[1]) if chunk[0] == "err" else (chunk[1], None)
+    return (chunk, None)
 
 
 class _Box:
     def __init__(self, chunks):
         self.chunks = chunks
 
-    def logs(self, **_):
-        return iter(self.chunks)
+    def frames(self):
+        return iter([_frame(chunk) for chunk in self.chunks])
 
 
 def _collect(chunks, max_bytes=1024) -> OutputCollector:
-    collector = OutputCollector(_Box(chunks), max_bytes)
+    box = _Box(chunks)
+    collector = OutputCollector(box, max_bytes, open_log=lambda container, follow: container.frames())
     collector.run()
     return collector
 
@@ -40,9 +49,10 @@ class _AttachedBox(_Box):
         super().__init__(chunks)
         self.block_after = block_after
 
-    def attach(self, **_):
+    def attach(self, **kwargs):
+        assert kwargs.get("demux") is True  # each frame with its source
         def stream():
-            yield from self.chunks
+            yield from self.frames()
             if self.block_after:
                 threading.Event().wait(5)  # a stream that never ends in time
 
@@ -75,3 +85,42 @@ def test_output_still_unread_when_the_wait_ends_is_flagged():
 def test_output_read_back_from_dockers_log_is_never_claimed_whole():
     # Docker's on-disk log is capped and truncated when it rotates: it may have lost any part.
     assert _collect([b"short\n"]).truncated is True
+
+
+def test_stdout_and_stderr_keep_arrival_order_and_sources():
+    collector = _attached([b"out 1\n", ("err", b"err 1\n"), b"out 2\n", ("err", b"err 2\n"),
+                           ("err", b"err 3\n")], max_bytes=1024)
+    pieces = collector.pieces()
+    assert pieces == [("stdout", "out 1\n"), ("stderr", "err 1\n"), ("stdout", "out 2\n"),
+                      ("stderr", "err 2\nerr 3\n")]
+    assert collector.text() == "out 1\nerr 1\nout 2\nerr 2\nerr 3\n"
+    assert output_sources(pieces) == [["stdout", 6], ["stderr", 6], ["stdout", 6], ["stderr", 12]]
+
+
+def test_the_byte_limit_counts_both_streams_and_cuts_at_the_first_byte_over():
+    collector = _attached([b"0123", ("err", b"4567"), b"89ab"], max_bytes=10)
+    assert collector.pieces() == [("stdout", "0123"), ("stderr", "4567"), ("stdout", "89")]
+    assert collector.truncated is True
+
+
+def test_a_character_split_by_the_other_stream_stays_whole():
+    e_acute = "é".encode()
+    collector = _attached([b"a" + e_acute[:1], ("err", b"E"), e_acute[1:] + b"b"], max_bytes=100)
+    assert collector.pieces() == [("stdout", "a"), ("stderr", "E"), ("stdout", "éb")]
+
+
+def test_stored_sources_read_back_and_bad_ones_are_one_unknown_chunk():
+    output = "out\nerr\nmore\n"
+    sources = [["stdout", 4], ["stderr", 4], ["stdout", 5]]
+    assert output_pieces(output, sources) == [("stdout", "out\n"), ("stderr", "err\n"), ("stdout", "more\n")]
+    assert stdout_text(output_pieces(output, sources)) == "out\nmore\n"
+    bad_sources = ([], [["stdout", 4]], [["stdin", 13]], [["stdout", -1], ["stdout", 14]], "x",
+                   [["stdout", "13"]])
+    for bad in bad_sources:
+        assert output_pieces(output, bad) == [(UNKNOWN, output)], bad
+    assert output_pieces("", []) == []
+
+
+def test_the_preview_keeps_sources_and_stops_at_the_limit():
+    pieces = [("stdout", "abc"), ("stderr", "def"), ("stdout", "ghi")]
+    assert preview_pieces(pieces, 5) == [("stdout", "abc"), ("stderr", "de")]

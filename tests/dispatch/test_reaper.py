@@ -3,7 +3,10 @@ tests/integration/boxes/test_dispatch_queue.py): every live run ends up matching
 
 from __future__ import annotations
 
+import io
+import struct
 from datetime import timedelta
+from types import SimpleNamespace
 
 import docker
 import pytest
@@ -12,6 +15,23 @@ from django.utils import timezone
 from controlplane.dispatch import reaper
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_create, run_set_status
+
+
+class _FakeLogApi:
+    """docker-py's low-level calls boxoutput.demuxed_log makes: the box's log as stdout frames."""
+
+    def __init__(self, output):
+        self.output = output
+
+    def _url(self, path, *args):
+        return path
+
+    def _get(self, url, **_):
+        return SimpleNamespace(raw=io.BytesIO(struct.pack(">BxxxL", 1, len(self.output)) + self.output),
+                               close=lambda: None)
+
+    def _raise_for_status(self, response):
+        pass
 
 
 class FakeContainer:
@@ -24,9 +44,11 @@ class FakeContainer:
         self.attrs = {"State": {"FinishedAt": finished if status == "exited" else "0001-01-01T00:00:00Z",
                                 "OOMKilled": False}}
         self.killed = self.removed = False
+        self.id = f"box-{run_id}"
 
-    def logs(self, **_):
-        return iter([self.output])
+    @property
+    def client(self):
+        return SimpleNamespace(api=_FakeLogApi(self.output))
 
     def wait(self, timeout=None):
         return {"StatusCode": 137 if self.killed else self.exit_code}
@@ -184,7 +206,5 @@ def test_stale_queued_runs_are_offered_again(worker, settings):
     ("", None),
 ])
 def test_finish_times_as_docker_writes_them(value, expected):
-    from types import SimpleNamespace
-
     parsed = reaper._finished_at(SimpleNamespace(attrs={"State": {"FinishedAt": value}}))
     assert (str(parsed) if parsed else None) == expected

@@ -159,3 +159,30 @@ def test_logs_never_send_the_boxs_terminal_escapes_to_the_operators_terminal(wor
     assert not any(ch in out for ch in "\x1b\x07\x08\r\x9b")
     assert out == "ok\n\\x1b]52;c;ZWNobyBwd25lZA==\\x07\\x1b[2K\\x1b[1Ahidden\\x0dover\\x08\\x9b31m\ttab\n"
     assert Run.objects.get(pk=run.pk).output == hostile  # the record itself keeps every byte
+
+
+def test_logs_write_each_part_to_its_own_stream_and_mark_sources_on_request(worker):
+    run, _ = run_create(worker, command=["sh"])
+    output = "out 1\nerr 1\nout 2\n"
+    run_set_status(run.pk, Run.Status.SUCCEEDED, "", output=output, exit_code=0,
+                   output_sources=[["stdout", 6], ["stderr", 6], ["stdout", 6]])
+    out, err = _cli("logs", str(run.pk))
+    assert out == "out 1\nout 2\n" and err == "err 1\n"
+    out, err = _cli("logs", str(run.pk), "--sources")
+    assert out == "stdout | out 1\nstderr | err 1\nstdout | out 2\n" and err == ""
+
+
+def test_logs_mark_an_old_runs_output_as_of_unknown_source(worker):
+    run, _ = run_create(worker, command=["sh"])
+    run_set_status(run.pk, Run.Status.SUCCEEDED, "", output="a\nb\n", exit_code=0)
+    assert _cli("logs", str(run.pk)) == ("a\nb\n", "")
+    assert _cli("logs", str(run.pk), "--sources")[0] == "output | a\noutput | b\n"
+
+
+def test_a_stderr_part_is_escaped_like_the_rest(worker):
+    run, _ = run_create(worker, command=["sh"])
+    run_set_status(run.pk, Run.Status.FAILED, "exit code 1", output="x\x1b[2K\n", exit_code=1,
+                   output_sources=[["stderr", 6]])
+    out, err = _cli("logs", str(run.pk))
+    assert out == "" and err == "x\\x1b[2K\n"
+    assert _cli("logs", str(run.pk), "--sources")[0] == "stderr | x\\x1b[2K\n"

@@ -15,6 +15,9 @@ from controlplane.vault import services as vault_services
 
 SECRET_VALUE = "real-openai-key-Zq8vP3kL0xW9mN4tRr"
 DECIDE = "/api/gateway/decide"
+# The box's address on the locked network: the live run's, and where decide_body's requests come from
+# (a run's token is accepted only from its box's address; tests/contract's fixtures use the same one).
+BOX_ADDRESS = "10.89.0.2"
 
 
 @pytest.fixture(autouse=True)
@@ -36,6 +39,7 @@ def other_worker(db):
 def live_run(worker):
     run, raw = run_create(worker)
     run_set_status(run.pk, Run.Status.RUNNING)
+    Run.objects.filter(pk=run.pk).update(box_address=BOX_ADDRESS)
     run.refresh_from_db()
     return run, raw
 
@@ -62,7 +66,8 @@ def make_grant(db):
 
 def decide_body(token: str, **overrides) -> dict:
     body = {
-        "token": token, "method": "POST", "scheme": "https", "host": "api.openai.com", "port": 443,
+        "token": token, "client": BOX_ADDRESS, "method": "POST", "scheme": "https", "host": "api.openai.com",
+        "port": 443,
         "path": "/v1/chat/completions", "headers": [["content-type", "application/json"]],
         "body_size": 2, "body_sha256": "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a",
         "body_preview": "{}", "mcp": [],

@@ -12,7 +12,7 @@ from django.test import Client
 from controlplane.core.roles import APPROVERS, ensure_roles
 from controlplane.proposals.services import destination_save
 from controlplane.proposals.validation import validate_destination
-from tests.egress.fixtures import live_run, secret, token, vault_key  # noqa: F401 - fixtures
+from tests.egress.fixtures import BOX_ADDRESS, live_run, secret, token, vault_key  # noqa: F401 - fixtures
 
 WEBHOOK_SECRET = "whsec-real-Kq93nVb27LmX"
 SMTP_PASSWORD = "smtp-real-pass-Ht6Yp0Wq"
@@ -57,7 +57,8 @@ class GatewayCalls:
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         response = self.client.post(
             "/api/gateway/proposals",
-            data=json.dumps({"token": run_token, "body_b64": base64.b64encode(raw).decode()}),
+            data=json.dumps({"token": run_token, "client": BOX_ADDRESS,
+                             "body_b64": base64.b64encode(raw).decode()}),
             content_type="application/json",
             headers=self.auth,
         )
@@ -65,10 +66,10 @@ class GatewayCalls:
         answer = response.json()
         return answer["status"], answer["body"]
 
-    def status(self, run_token: str, proposal_id: str) -> tuple[int, dict]:
+    def status(self, run_token: str, proposal_id: str, client: str = BOX_ADDRESS) -> tuple[int, dict]:
         response = self.client.post(
             f"/api/gateway/proposals/{proposal_id}/status",
-            data=json.dumps({"token": run_token}),
+            data=json.dumps({"token": run_token, "client": client}),
             content_type="application/json",
             headers=self.auth,
         )

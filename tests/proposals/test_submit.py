@@ -14,6 +14,7 @@ from controlplane.fleet.models import Run, RunDecision
 from controlplane.fleet.services import run_create, run_set_status, worker_create
 from controlplane.ledger.models import Cap, SpendLine
 from controlplane.proposals.models import Proposal
+from tests.egress.fixtures import BOX_ADDRESS
 
 pytestmark = pytest.mark.django_db
 
@@ -197,7 +198,25 @@ def test_forged_identity_never_reaches_another_run(gw, token, live_run, dests):
     # another run's token cannot see it
     _r, other_token = run_create(other)
     run_set_status(_r.pk, Run.Status.RUNNING)
-    assert gw.status(other_token, body["id"])[0] == 404
+    Run.objects.filter(pk=_r.pk).update(box_address="10.89.0.3")
+    assert gw.status(other_token, body["id"], client="10.89.0.3")[0] == 404
+    # nor can this run's token, presented from anywhere but its box
+    assert gw.status(token, body["id"], client="10.89.0.3")[0] == 407
+    assert gw.status(token, body["id"], client="")[0] == 407
+
+
+def test_a_proposal_with_a_token_from_outside_its_box_is_refused_and_audited(gw, token, live_run, dests):
+    gw_call = gw.client.post(
+        "/api/gateway/proposals",
+        data=json.dumps({"token": token, "client": "172.17.0.1",
+                         "body_b64": base64.b64encode(json.dumps(EMAIL).encode()).decode()}),
+        content_type="application/json", headers=gw.auth)
+    assert gw_call.json()["status"] == 407 and gw_call.json()["body"]["error"] == "bad_token"
+    assert "10.89.0.2" not in gw_call.content.decode()  # the box's address is told to nobody outside
+    assert not Proposal.objects.exists()
+    record = AuditRecord.objects.filter(kind="proposal").latest("id")
+    refused = json.loads(record.body)["data"]
+    assert refused["message"] == "token presented from 172.17.0.1, run's box is 10.89.0.2"
 
 
 def test_ended_run_cannot_propose(gw, token, live_run, dests):
@@ -208,7 +227,7 @@ def test_ended_run_cannot_propose(gw, token, live_run, dests):
 def test_gateway_routes_need_the_service_credential(client, token, dests):
     response = client.post(
         "/api/gateway/proposals",
-        data=json.dumps({"token": token, "body_b64": ""}),
+        data=json.dumps({"token": token, "client": BOX_ADDRESS, "body_b64": ""}),
         content_type="application/json",
     )
     assert response.status_code == 401
@@ -218,7 +237,7 @@ def test_gateway_routes_need_the_service_credential(client, token, dests):
 def test_unknown_field_in_gateway_envelope_is_422(gw, token, dests):
     response = gw.client.post(
         "/api/gateway/proposals",
-        data=json.dumps({"token": token, "body_b64": "", "run": 1}),
+        data=json.dumps({"token": token, "client": BOX_ADDRESS, "body_b64": "", "run": 1}),
         content_type="application/json",
         headers=gw.auth,
     )
@@ -230,7 +249,7 @@ def test_unknown_field_in_gateway_envelope_is_422(gw, token, dests):
 def test_body_that_is_not_strict_base64_is_422_and_records_nothing(gw, token, dests, body_b64):
     response = gw.client.post(
         "/api/gateway/proposals",
-        data=json.dumps({"token": token, "body_b64": body_b64}),
+        data=json.dumps({"token": token, "client": BOX_ADDRESS, "body_b64": body_b64}),
         content_type="application/json",
         headers=gw.auth,
     )

@@ -23,6 +23,12 @@ def fetch_command(url: str) -> str:
     return f"curl -sS --max-time 30 -w {shlex.quote(FETCH_STATUS_LINE)} {shlex.quote(url)}"
 
 
+def _shell_write(path: str, content: str) -> str:
+    """A shell line that writes `content` to `path` exactly (printf '%s', no trailing newline added)."""
+    directory = path.rsplit("/", 1)[0] if "/" in path else "."
+    return f"mkdir -p {shlex.quote(directory)} && printf '%s' {shlex.quote(content)} > {shlex.quote(path)}"
+
+
 @dataclass(frozen=True)
 class AgentTools:
     """How one agent's model asks for a file write and a shell command (the tool's name and arguments
@@ -44,6 +50,20 @@ AGENT_TOOLS: dict[str, AgentTools] = {
     "claude-code": AgentTools(
         write=lambda path, content: _call("Write", file_path=f"{WORKSPACE}/{path}", content=content),
         command=lambda line: _call("Bash", command=line, description="Run the step's command")),
+    # Codex 0.171: its one shell tool, `exec_command` (`cmd`), as the request's `tools` declare it; it has
+    # no separate file-write tool (it writes with the shell), so the write is a shell here-document.
+    "codex": AgentTools(write=lambda path, content: _call("exec_command", cmd=_shell_write(path, content)),
+                        command=lambda line: _call("exec_command", cmd=line)),
+    # OpenCode 1.18: `write` (`filePath`, absolute; `content`) and `bash` (`command`), as the request's
+    # `tools` declare them.
+    "opencode": AgentTools(
+        write=lambda path, content: _call("write", filePath=f"{WORKSPACE}/{path}", content=content),
+        command=lambda line: _call("bash", command=line)),
+    # Gemini CLI 0.61: `write_file` (`file_path`, `content`) and `run_shell_command` (`command`), as its
+    # request's functionDeclarations name them (the scripted model does not speak Gemini yet).
+    "gemini-cli": AgentTools(
+        write=lambda path, content: _call("write_file", file_path=f"{WORKSPACE}/{path}", content=content),
+        command=lambda line: _call("run_shell_command", command=line, description="Run the step's command")),
 }
 
 

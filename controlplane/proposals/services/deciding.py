@@ -61,6 +61,10 @@ def approve_by_rule(proposal: Proposal) -> TrustRule | None:
     path's own check)."""
     if proposal.kind == Proposal.Kind.IDENTITY_EDIT:
         return None
+    if proposal.untrusted:
+        # The untrusted flag acts (invariant 1): a run that received untrusted content earns no trust;
+        # its proposals wait for a person whatever a rule says.
+        return None
     rule = matching_rule(proposal)
     if rule is None:
         return None

@@ -21,12 +21,13 @@ from controlplane.core.errors import RosterError
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run, RunDecision
 from controlplane.fleet.selectors import live_run_for_token
+from controlplane.fleet.tokens import token_address_problem
 from controlplane.ledger.models import SpendLine, Unit
 from controlplane.ledger.services import reserve
 from controlplane.ledger.totals import window_start
 from controlplane.ledger.types import OverBudget
 from controlplane.proposals import schemas
-from controlplane.proposals.models import Destination, Proposal
+from controlplane.proposals.models import NO_DESTINATION_KINDS, Destination, Proposal
 from controlplane.proposals.services.deciding import approve_by_rule
 from controlplane.proposals.services.record import record, record_refusal
 from controlplane.proposals.validation import PROPOSAL_KIND_FOR_DESTINATION, branch_allowed, recipient_allowed
@@ -55,12 +56,22 @@ def _reject_answer(exc: Rejected) -> Answer:
     return Answer(exc.status, body)
 
 
-def proposal_submit(token: str, raw: bytes) -> Answer:
-    """The gateway's /proposals call. The run is the token's; nothing in `raw` can name another."""
+def _box_run(token: str, client: str) -> tuple[Run | None, str]:
+    """The live run the token belongs to if it came from that run's box (the gateway's `client`), else
+    None and, for a known run's token from elsewhere, why (for the audit record, never the box)."""
     run = live_run_for_token(token)
     if run is None:
+        return None, ""
+    problem = token_address_problem(client, run.box_address)
+    return (None, problem) if problem else (run, "")
+
+
+def proposal_submit(token: str, raw: bytes, client: str = "") -> Answer:
+    """The gateway's /proposals call. The run is the token's; nothing in `raw` can name another."""
+    run, refused = _box_run(token, client)
+    if run is None:
         exc = Rejected(407, "bad_token", "proxy credentials (the run token) are missing, unknown or expired")
-        record_refusal(None, raw, exc.reason, exc.message)
+        record_refusal(None, raw, exc.reason, refused or exc.message)
         return _reject_answer(exc)
     kind = destination = ""
     try:
@@ -87,7 +98,7 @@ def proposal_submit(token: str, raw: bytes) -> Answer:
 
 
 def _destination_for(proposal_in) -> Destination | None:
-    if proposal_in.kind in (Proposal.Kind.IDENTITY_EDIT, Proposal.Kind.FOLLOW_UP):
+    if proposal_in.kind in (Proposal.Kind.IDENTITY_EDIT, *NO_DESTINATION_KINDS):
         return None
     dest = Destination.objects.select_related("secret").filter(name=proposal_in.destination).first()
     if dest is None or not dest.enabled:
@@ -230,8 +241,8 @@ def box_view(proposal: Proposal) -> dict:
     return view
 
 
-def proposal_status_for_box(token: str, proposal_id) -> Answer:
-    run = live_run_for_token(token)
+def proposal_status_for_box(token: str, proposal_id, client: str = "") -> Answer:
+    run, _ = _box_run(token, client)
     if run is None:
         return Answer(
             407, {"error": "bad_token", "message": "proxy credentials (the run token) are required"}

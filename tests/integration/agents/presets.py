@@ -10,7 +10,6 @@ write a file outside $HOME."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import posixpath
 import re
@@ -20,6 +19,7 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from controlplane.agents import answers
 from controlplane.dispatch import box as box_module
 from tests.support import procs
 
@@ -157,21 +157,6 @@ def preset_image_build(slug: str, base_image: str) -> tuple[str, str]:
 
 
 def answer_of(rule: str, output: str) -> str:
-    """The run's answer as the preset's rule takes it from the output (stdout | last-line | json:<field> |
-    jsonl-last:<field>)."""
-    if rule == "stdout":
-        return output.strip()
-    if rule == "last-line":
-        lines = [line for line in output.splitlines() if line.strip()]
-        return lines[-1].strip() if lines else ""
-    kind, _, name = rule.partition(":")
-    if kind == "json":
-        return str(json.loads(output)[name])
-    if kind == "jsonl-last":
-        for line in reversed(output.splitlines()):
-            with contextlib.suppress(ValueError):
-                doc = json.loads(line)
-                if isinstance(doc, dict) and name in doc:
-                    return str(doc[name])
-        return ""
-    raise PresetError(f"unknown answer rule {rule!r}")
+    """The run's answer as the preset's rule takes it from the output: the control plane's own reader
+    (controlplane.agents.answers), so every rule a preset may name works here as it does on a run."""
+    return answers.answer_from(answers.parse_rule(rule), output) or ""

@@ -100,6 +100,9 @@ def world(transactional_db, settings_for_stack, stack):
     worker = worker_create("mailer", description="sends the weekly digest")
     run, token = run_create(worker, command=["digest"])
     run_set_status(run.pk, Run.Status.RUNNING)
+    # This process is the run's "box": it dials the gateway over loopback, and a token is accepted only
+    # from its box's address.
+    Run.objects.filter(pk=run.pk).update(box_address="127.0.0.1")
     grant = Grant.objects.create(
         slug="upstream-post-ask", worker=worker, methods=["POST"], schemes=["http"], host="127.0.0.1",
         port=stack["upstream"].port, mode=Grant.Mode.ASK, untrusted=False, cost_per_call=1500,

@@ -23,6 +23,9 @@ def test_sentinel_and_secret_never_reach_the_page(world, page_for):
     worker = worker_create("courier")
     run, token = run_create(worker, command=["send"])
     run_set_status(run.pk, Run.Status.RUNNING)
+    # This process is the run's "box": it dials the gateway over loopback, and a token is accepted only
+    # from its box's address.
+    Run.objects.filter(pk=run.pk).update(box_address="127.0.0.1")
     Grant.objects.create(
         slug="courier-send-ask", worker=worker, methods=["POST"], schemes=["http"], host="127.0.0.1",
         port=world["upstream"].port, mode=Grant.Mode.ASK, untrusted=False, secret=secret,

@@ -93,6 +93,9 @@ def run_token(stack) -> tuple[Run, str]:
     worker = worker_create(f"gw-{time.monotonic_ns() % 10**9}")
     run, raw = run_create(worker)
     run_set_status(run.pk, Run.Status.RUNNING)
+    # This process is the run's "box": it dials the gateway over loopback, and a token is accepted only
+    # from its box's address.
+    Run.objects.filter(pk=run.pk).update(box_address="127.0.0.1")
     run.refresh_from_db()
     return run, raw
 

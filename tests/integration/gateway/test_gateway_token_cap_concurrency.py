@@ -59,6 +59,9 @@ def test_zero_overshoot_at_a_token_cap_under_64_concurrent_streamed_calls(transa
     worker = worker_create(f"cap-{time.monotonic_ns() % 10**9}")
     run, token = run_create(worker)
     run_set_status(run.pk, Run.Status.RUNNING)
+    # This process is the run's "box": it dials the gateway over loopback, and a token is accepted only
+    # from its box's address.
+    Run.objects.filter(pk=run.pk).update(box_address="127.0.0.1")
     Grant.objects.create(slug="model", host="127.0.0.1", port=model.port, schemes=["http"], methods=["POST"])
     ModelPrice.objects.create(pattern="gpt-*", input_micro_per_million=1_000_000,
                               cached_input_micro_per_million=500_000, output_micro_per_million=4_000_000,

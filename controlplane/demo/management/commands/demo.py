@@ -1,26 +1,26 @@
 """`manage.py demo [--auto-approve]`: the reference agent on real traffic against a running stack
-(scripts/demo.sh, `make demo`, starts one). Ends with the line
-`demo: <m> model calls, <t> tokens metered, <a> allowed, <d> denied, <p> proposals executed, audit OK`."""
+(scripts/demo.sh, `make demo`, starts one), started by a message in a Matrix room and approved from an
+approvers' room through the stack's relay (controlplane.demo.chat). Ends with the line
+`demo: <m> model calls, <t> tokens metered, <a> allowed, <d> denied, <p> proposals executed,
+<n> chat messages relayed, <k> chat approvals, audit OK`."""
 
 from __future__ import annotations
 
 import os
 import secrets
 import time
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.approvals.models import Approval
-from controlplane.approvals.services import ApprovalClosed, approval_decide
 from controlplane.audit.verify import verify_database
+from controlplane.demo import chat as demo_chat
 from controlplane.demo import proposals as demo_proposals
 from controlplane.demo import scenario
 from controlplane.demo.report import report_lines, run_facts, summary_line
-from controlplane.dispatch.box import agent_command
-from controlplane.dispatch.starting import run_start
 from controlplane.fleet.models import Run
 from controlplane.proposals.models import Proposal
-from controlplane.proposals.services import ProposalClosed, proposal_decide
 
 UNSETTLED = (Proposal.Status.PENDING, Proposal.Status.APPROVED, Proposal.Status.EXECUTING)
 
@@ -31,21 +31,30 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--auto-approve", action="store_true",
                             default=os.environ.get("DEMO_AUTO_APPROVE") == "1",
-                            help="approve held requests as demo-approver (CI; DEMO_AUTO_APPROVE=1); "
-                                 "default: wait for a human")
+                            help="approve held requests and proposals as the demo approver, by a "
+                                 "reaction in the approvers' room (CI; DEMO_AUTO_APPROVE=1); default: wait "
+                                 "for a human")
         parser.add_argument("--model-port", type=int, default=18091)
         parser.add_argument("--docs-port", type=int, default=18092)
         parser.add_argument("--ask-port", type=int, default=18093)
         parser.add_argument("--hook-port", type=int, default=18094)
         parser.add_argument("--smtp-port", type=int, default=18095, help="the local mail server")
         parser.add_argument("--timeout", type=int, default=240, help="seconds the run may take")
+        parser.add_argument("--synapse-dir", default="var/demo-synapse",
+                            help="the demo's Synapse (made afresh each demo)")
         parser.add_argument("--started-at", type=float, default=None, help="epoch seconds the demo began")
 
     def say(self, line: str = "") -> None:
         self.stdout.write(line)
 
-    def handle(self, *args, auto_approve, model_port, docs_port, ask_port, hook_port, smtp_port, timeout,
-               started_at, **_):
+    def handle(self, *args, **options):
+        try:
+            self._demo(**options)
+        except demo_chat.ChatFailed as exc:
+            raise CommandError(f"demo failed: {exc}") from None
+
+    def _demo(self, *args, auto_approve, model_port, docs_port, ask_port, hook_port, smtp_port, timeout,
+              synapse_dir, started_at, **_):
         began = started_at or time.time()
         ports = scenario.DemoPorts(model=model_port, docs=docs_port, ask=ask_port, hook=hook_port)
         key = "sk-demo-" + secrets.token_urlsafe(32)  # made up now: no real key is needed or used
@@ -67,13 +76,23 @@ class Command(BaseCommand):
             others = scenario.org_wide_grants()
             if others:
                 self.say(f"note: org-wide grants also apply to every worker: {', '.join(others)}")
-            command = agent_command(scenario.TASK, base_url=ports.url(ports.model, "/v1"),
-                                    model="roster-scripted")
-            run = run_start(worker, command, timeout=timeout, task=scenario.TASK)
-            timeline = scenario.web_url(f"/runs/{run.pk}/")
-            self.say(f"run {run.pk} started: the agent on {scenario.TASK!r}")
-            self.say(f"timeline: {timeline}")
-            run = self._watch(run, auto_approve, timeout + 60)
+            approver = scenario.demo_approver()
+            self.say("starting Synapse for the demo (tools/synapse; the stack's relay connects to it)")
+            chat_began = time.monotonic()
+            with demo_chat.demo_chat(worker, approver, Path(synapse_dir)) as chat:
+                self.say(f"Synapse {chat.synapse.url} up, the relay synced and in both rooms in "
+                         f"{time.monotonic() - chat_began:.0f} s")
+                self.say(f"demo room {chat.room.room_id} (channel {chat.room.name}, Ana and the bot "
+                         f"{chat.bot.user_id}); approvers' room {chat.approvers.room_id} (channel "
+                         f"{chat.approvers.name}, {chat.approver.user_id} linked to "
+                         f"{approver.get_username()})")
+                self.say(f"Ana in the demo room: {scenario.TASK}")
+                run = demo_chat.ask(chat, scenario.TASK)
+                timeline = scenario.web_url(f"/runs/{run.pk}/")
+                self.say(f"run {run.pk} started by the relay from Ana's message (origin {run.origin})")
+                self.say(f"timeline: {timeline}")
+                run = self._watch(run, chat, auto_approve, timeout + 60)
+                room = demo_chat.replies(chat, run)
             received = list(upstreams.model.records)
             posted = list(upstreams.webhook)
             mailed = list(mails)
@@ -88,48 +107,67 @@ class Command(BaseCommand):
         for line in demo_proposals.report_lines(run, len(posted), len(mailed)):
             self.say(line)
         self.say("")
+        self.say("== the demo room (Matrix, as its members see it; the reply delivered by the relay)")
+        self.say(f"  Ana: {scenario.TASK}")
+        for text in room:
+            self.say(f"  Roster: {text}")
+        self.say("")
         self.say("== audit verify")
         result = verify_database()
         self.say(f"  {result.message}")
         self.say(f"demo took {time.time() - began:.0f} s")
         self.say(summary_line(facts, result.ok))
         problems = self._problems(run, facts, received, result.ok)
+        if room != [run.answer]:
+            problems.append("the demo room did not get the run's answer exactly once")
+        if auto_approve and facts.chat_approvals == 0:
+            problems.append("no approval was decided from the approvers' room")
         if auto_approve and (facts.proposals_executed != 2 or len(posted) != 1 or len(mailed) != 1):
             problems.append("the post and the e-mail were not each performed exactly once")
         if problems:
             raise CommandError("demo failed: " + "; ".join(problems))
 
-    def _watch(self, run: Run, auto_approve: bool, limit: float) -> Run:
-        """Until the run has ended and its approved proposals have been performed: approve what it asks
-        (--auto-approve) or point a human at the approval page."""
+    def _watch(self, run: Run, chat: demo_chat.DemoChat, auto_approve: bool, limit: float) -> Run:
+        """Until the run has ended and its approved proposals have been performed: approve what it asks by
+        a reaction on its post in the approvers' room (--auto-approve), or point a human at it."""
         deadline = time.monotonic() + limit
         shown: set = set()
-        approver = scenario.demo_approver() if auto_approve else None
         while run.is_live or Proposal.objects.filter(run=run, status__in=UNSETTLED).exists():
             if time.monotonic() > deadline:
-                raise CommandError(f"run {run.pk} still {run.status} after {limit:.0f} s")
-            held = [(a.pk, f"{a.request.get('method')} {a.request.get('url')}", a.expires_at, approval_decide)
-                    for a in Approval.objects.filter(run=run, status=Approval.Status.PENDING)]
-            held += [(p.pk, f"proposal: {p.kind} to {p.destination.name if p.destination else '-'}",
-                      p.expires_at, proposal_decide)
-                     for p in Proposal.objects.filter(run=run, status=Proposal.Status.PENDING)]
-            for pk, what, expires_at, decide in held:
-                if pk in shown:
-                    continue
-                shown.add(pk)
-                if approver is None:
+                held = self._held(run, chat)
+                unposted = [what for key, what, _, post in held if not post]
+                why = (f"; not posted to the approvers' room: {', '.join(unposted)}" if unposted
+                       else f"; nobody decided: {', '.join(what for _, what, _, _ in held)}" if held else "")
+                state = f"still {run.status}" if run.is_live else f"{run.status}, its proposals unsettled,"
+                raise CommandError(f"run {run.pk} {state} after {limit:.0f} s{why}")
+            for key, what, expires_at, post in self._held(run, chat):
+                if key in shown or (auto_approve and not post):
+                    continue  # the relay posts it within a poll or two
+                shown.add(key)
+                if not auto_approve:
                     self.say(f"held for approval: {what}")
-                    self.say(f"  approve it at {scenario.web_url('/approvals/')} (as an approver; it waits "
-                             f"until {expires_at:%H:%M:%S})")
+                    self.say(f"  approve it at {scenario.web_url('/approvals/')} (as an approver), or react "
+                             f"{demo_chat.APPROVE} on its post in the approvers' room; it waits until "
+                             f"{expires_at:%H:%M:%S}")
                     continue
-                try:
-                    decide(pk, approver, True, "cli")
-                    self.say(f"approved {what} as {approver.get_username()} (--auto-approve)")
-                except (ApprovalClosed, ProposalClosed) as exc:
-                    self.say(f"could not approve {what}: {exc}")
+                demo_chat.approve_in_chat(chat, post)
+                self.say(f"approved {what}: {chat.approver.user_id} reacted {demo_chat.APPROVE} on post "
+                         f"{post} in the approvers' room (--auto-approve)")
             time.sleep(0.2)
             run.refresh_from_db()
         return run
+
+    @staticmethod
+    def _held(run: Run, chat: demo_chat.DemoChat) -> list[tuple]:
+        """(key, what, expires at, its approval post's event id or "") for each pending decision."""
+        chat_post = demo_chat.approval_post
+        held = [(("approval", a.pk), f"{a.request.get('method')} {a.request.get('url')}", a.expires_at,
+                 chat_post(chat, approval=a))
+                for a in Approval.objects.filter(run=run, status=Approval.Status.PENDING)]
+        held += [(("proposal", p.pk), f"proposal: {p.kind} to {p.destination.name if p.destination else '-'}",
+                  p.expires_at, chat_post(chat, proposal=p))
+                 for p in Proposal.objects.filter(run=run, status=Proposal.Status.PENDING)]
+        return held
 
     @staticmethod
     def _problems(run: Run, facts, received: list[dict], audit_ok: bool) -> list[str]:

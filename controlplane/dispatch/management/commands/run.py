@@ -26,6 +26,7 @@ from controlplane.core.terminal import one_line, shell_line
 from controlplane.dispatch.cancelling import run_cancel
 from controlplane.dispatch.starting import run_start, run_start_agent
 from controlplane.fleet.models import Run, Worker
+from controlplane.fleet.output import STDERR, output_pieces
 from controlplane.fleet.selectors import run_get, run_list, worker_get
 
 
@@ -122,6 +123,8 @@ class Command(BaseCommand):
         wait.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
         logs = sub.add_parser("logs", help="print a run's captured output")
         logs.add_argument("id", type=int)
+        logs.add_argument("--sources", action="store_true",
+                          help="one stream on stdout, each line marked with its source (stdout or stderr)")
         listing = sub.add_parser("list", help="list runs, newest first")
         listing.add_argument("--worker", default=None)
         listing.add_argument("--status", default=None, choices=Run.Status.values)
@@ -163,9 +166,18 @@ class Command(BaseCommand):
             raise CommandError(f"{_line(run)}: did not succeed")
         self.stdout.write(_line(run))
 
-    def do_logs(self, *, id, **_):
+    def do_logs(self, *, id, sources=False, **_):
+        """The box's output in arrival order, as `docker logs` gives it: what it wrote to stderr on stderr
+        (each write flushed, so a terminal shows both in order), or marked per line with --sources."""
         run = _run(id)
-        self.stdout.write(_inert(run.output), ending="")
+        for source, text in output_pieces(run.output, run.output_sources):
+            if sources:
+                lines = text.splitlines(keepends=True)
+                self.stdout.write("".join(f"{source} | {_inert(line)}" for line in lines), ending="")
+                continue
+            stream = self.stderr if source == STDERR else self.stdout
+            stream.write(_inert(text), ending="")
+            stream.flush()
         if run.output_truncated:
             self.stderr.write(f"[output truncated: the box printed more than the first "
                               f"{settings.ROSTER_RUN_MAX_OUTPUT_BYTES} bytes kept, or some was lost before "
