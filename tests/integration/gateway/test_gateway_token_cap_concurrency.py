@@ -215,6 +215,7 @@ def test_exactly_n_of_10n_concurrent_calls_are_admitted_at_each_kind_of_cap(tran
                 worker = worker_create(f"exact-{unit}-{time.monotonic_ns() % 10**9}")
                 run, token = run_create(worker)
                 run_set_status(run.pk, Run.Status.RUNNING)
+                Run.objects.filter(pk=run.pk).update(box_address="127.0.0.1")  # this process is its box
                 cap, worst = _sized_cap(unit, doc)
                 Cap.objects.create(worker=worker, unit=unit, window="day", limit=cap)
                 started = time.monotonic()
