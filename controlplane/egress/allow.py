@@ -21,23 +21,29 @@ SECRET_PLACEHOLDER = "{secret}"
 
 @dataclass(frozen=True)
 class Allowed:
-    """The allow as it stands after budget: still an allow, or over_budget (with the cap in `budget`)."""
+    """The allow as it stands after budget: still an allow, or over_budget (with the cap in `budget`).
+    `held`: refused only because calls in flight hold the cap's remainder, and the caller may wait for them
+    (nothing was written then: the decision is to be made again, not recorded)."""
 
     decision: engine.Decision
     budget: dict | None = None
     inject: tuple[dict, ...] = field(default=(), repr=False)
     replace: tuple[dict, ...] = field(default=(), repr=False)
+    held: bool = False
 
 
 def allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str, url: str, host: str,
           sentinel_ids: frozenset[int], state: PolicyState | None = None,
-          model_call: ModelCallFacts | None = None) -> Allowed:
-    """`model_call`: a model call's facts; its worst case is reserved in tokens and money beside the rest."""
+          model_call: ModelCallFacts | None = None, may_wait: bool = False) -> Allowed:
+    """`model_call`: a model call's facts; its worst case is reserved in tokens and money beside the rest.
+    `may_wait`: the caller writes nothing before this and can wait for calls in flight to settle
+    (controlplane.egress.budget_wait), so a remainder that is only held comes back as `held`."""
     grant = decision.grant
     reserved = reserve(worker=run.worker, run=run, grant_slug=grant.slug, decision_id=decision_id,
                        cost_micro=int(grant.cost_per_call), origin=run.origin, model_call=model_call)
     if isinstance(reserved, OverBudget):
-        return Allowed(engine.deny(DenyReason.OVER_BUDGET, reserved.message), reserved.as_dict())
+        return Allowed(engine.deny(DenyReason.OVER_BUDGET, reserved.message), reserved.as_dict(),
+                       held=may_wait and reserved.waitable)
     run_decision_insert(decision_id=decision_id, run_id=run.pk, grant_slug=grant.slug,
                         result_class=int(grant.result_class), untrusted=bool(grant.untrusted),
                         trace=bool(grant.trace), method=method, url=url,
@@ -45,7 +51,7 @@ def allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str,
     _raise_taint_for_result(run, grant)
     inject, replace = _credentials(run, grant, decision_id, host, url, sentinel_ids,
                                    state or PolicyState(None))
-    return Allowed(decision, None, inject, replace)
+    return Allowed(decision, None, inject=inject, replace=replace)
 
 
 def _credentials(run: Run, grant: engine.GrantRule, decision_id: str, host: str, url: str,

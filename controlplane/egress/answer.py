@@ -20,6 +20,9 @@ class EgressAnswer:
     budget: dict | None = None
     inject: tuple[dict, ...] = field(default=(), repr=False)
     replace: tuple[dict, ...] = field(default=(), repr=False)
+    # Not decided yet: refused only because calls in flight hold the budget's remainder, nothing recorded;
+    # the decision API waits for them to settle and decides again (controlplane.egress.budget_wait).
+    budget_held: bool = False
 
     @property
     def hold_seconds(self) -> int:

@@ -48,15 +48,16 @@ def run_state(run: Run) -> engine.RunState:
 
 
 @groupable
-def decide(req: EgressRequest) -> EgressAnswer:
+def decide(req: EgressRequest, may_wait: bool = False) -> EgressAnswer:
     """Decide one egress request. Alone, any failure is a deny (policy_error). In a group of decisions
     (controlplane.egress.db_thread) any failure raises instead: the group rolls back, and this request is
-    decided again alone."""
+    decided again alone. `may_wait`: the caller waits for calls in flight rather than have this one refused
+    because they hold the budget's remainder; such an answer is `budget_held` and recorded nowhere."""
     decision_id = new_decision_id()
     if in_group():
-        return _decide(req, decision_id, grouped=True)
+        return _decide(req, decision_id, grouped=True, may_wait=may_wait)
     try:
-        return _decide(req, decision_id, grouped=False)
+        return _decide(req, decision_id, grouped=False, may_wait=may_wait)
     except Exception as exc:  # noqa: BLE001 - any failure on the trusted side is a deny
         # The exception type only: messages and tracebacks can carry request data.
         log.error("decision %s failed: %s", decision_id, type(exc).__name__)
@@ -102,7 +103,7 @@ def _same_footing(before: Run, after: Run) -> bool:
         after.pk, after.status, after.taint, after.untrusted, after.policy_version)
 
 
-def _decide(req: EgressRequest, decision_id: str, *, grouped: bool) -> EgressAnswer:
+def _decide(req: EgressRequest, decision_id: str, *, grouped: bool, may_wait: bool = False) -> EgressAnswer:
     run, refused = _run_for_token(req)
     if run is None:
         with in_transaction():
@@ -128,7 +129,7 @@ def _decide(req: EgressRequest, decision_id: str, *, grouped: bool) -> EgressAns
             run, state = current, PolicyState(None)
             decision = engine.require_authentic(engine.evaluate(
                 run_state(run), facts, grant_rules_for_worker(run.worker_id, state), now))
-        return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state)
+        return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state, may_wait)
 
 
 def _sentinel_ids(req: EgressRequest) -> frozenset[int]:
@@ -137,8 +138,12 @@ def _sentinel_ids(req: EgressRequest) -> frozenset[int]:
 
 
 def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, decision_id: str,
-                     sentinel_ids: frozenset[int], now: datetime, state: PolicyState) -> EgressAnswer:
+                     sentinel_ids: frozenset[int], now: datetime, state: PolicyState,
+                     may_wait: bool = False) -> EgressAnswer:
     approval = granted = budget = None
+    # Only a plain allow may come back undecided to wait for budget: the reservation is then its first
+    # write, so nothing is left behind (an ask has consumed a grace approval or opened one by then).
+    may_wait = may_wait and decision.verdict == Verdict.ALLOW
     inject: tuple[dict, ...] = ()
     replace: tuple[dict, ...] = ()
     if decision.verdict == Verdict.ASK:
@@ -153,7 +158,10 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
                                      snapshot=_snapshot(req, sentinel_ids), now=now, digest=digest)
     if decision.verdict == Verdict.ALLOW:
         allowed = allow(run, decision, decision_id, method=req.method, url=req.url, host=req.host,
-                        sentinel_ids=sentinel_ids, state=state, model_call=req.model_call)
+                        sentinel_ids=sentinel_ids, state=state, model_call=req.model_call,
+                        may_wait=may_wait)
+        if allowed.held:
+            return EgressAnswer(allowed.decision, decision_id, budget=allowed.budget, budget_held=True)
         decision, budget, inject, replace = allowed.decision, allowed.budget, allowed.inject, allowed.replace
     if intercepted_connect(req.scheme, decision):
         audit_connection(decision_id, run, req.url)

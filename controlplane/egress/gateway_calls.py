@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from controlplane.core.refusals import invalid_request_body
 from controlplane.core.service_token import is_gateway_token
 from controlplane.egress import outcomes
+from controlplane.egress.budget_wait import SETTLED, decide_waiting
 from controlplane.egress.db_thread import on_db_thread
 from controlplane.egress.decide import decide
 from controlplane.egress.request import EgressRequest
@@ -52,12 +53,17 @@ def outcome_items(body: OutcomesIn) -> list[tuple]:
 
 async def _decide(request, body: DecideIn) -> dict:
     started = time.perf_counter()
-    answer = await on_db_thread(request, decide, egress_request(body))
+    req = egress_request(body)
+    # A call refused only because calls in flight hold the budget's remainder waits for them to settle
+    # (controlplane.egress.budget_wait), off the database thread.
+    answer = await decide_waiting(lambda may_wait: on_db_thread(request, decide, req, may_wait))
     return decided_body(answer, time.perf_counter() - started)
 
 
 async def _outcomes(request, body: OutcomesIn) -> dict:
-    return {"results": await on_db_thread(request, outcomes.outcomes_report, outcome_items(body))}
+    results = await on_db_thread(request, outcomes.outcomes_report, outcome_items(body))
+    SETTLED.notify()  # calls waiting for budget these outcomes may have released try again
+    return {"results": results}
 
 
 @dataclass(frozen=True)

@@ -25,5 +25,6 @@ def gateway_limits() -> dict[str, int | str]:
         "decide_max_path_bytes": settings.ROSTER_DECIDE_MAX_PATH_BYTES,
         "decide_max_headers": settings.ROSTER_DECIDE_MAX_HEADERS,
         "decide_max_header_bytes": settings.ROSTER_DECIDE_MAX_HEADER_BYTES,
+        "budget_wait_ms": settings.ROSTER_BUDGET_WAIT_MS,
         "proposals_host": settings.ROSTER_PROPOSALS_HOST,
     }

@@ -20,6 +20,7 @@ from controlplane.approvals.services import approval_abandon
 from controlplane.core.service_token import is_gateway_token
 from controlplane.egress import outcomes
 from controlplane.egress.approval_wait import wait_for_approval
+from controlplane.egress.budget_wait import SETTLED
 from controlplane.egress.db_thread import on_db_thread
 from controlplane.egress.limits import gateway_limits
 from controlplane.egress.schemas import (
@@ -79,7 +80,9 @@ def _abandon(approval_id: uuid.UUID) -> Status:
 
 @router.post("/outcome", response={200: OkOut, 404: ErrorOut, 409: ErrorOut}, summary="Report an outcome")
 async def outcome(request, body: OutcomeIn):
-    return await on_db_thread(request, _outcome, body)
+    answered = await on_db_thread(request, _outcome, body)
+    SETTLED.notify()  # calls waiting for budget this outcome may have released try again
+    return answered
 
 
 def _outcome(body: OutcomeIn) -> Status:

@@ -132,6 +132,8 @@ class BudgetOut(Strict):
     limit: int
     spent: int
     reserved: int = 0
+    in_flight: int = 0  # model calls still running that hold part of `spent` at their worst case
+    held: int = 0  # what they hold; released as they settle
 
 
 class DecideOut(Strict):
@@ -203,6 +205,7 @@ class LimitsOut(Strict):
     decide_max_path_bytes: int
     decide_max_headers: int
     decide_max_header_bytes: int
+    budget_wait_ms: int
     proposals_host: str
 
 

@@ -9,6 +9,7 @@ from controlplane.audit.services import audit_append, lock_chain_head
 from controlplane.core.db import current_connection, in_transaction
 from controlplane.fleet.models import Worker
 from controlplane.ledger import model_spend, sql
+from controlplane.ledger.in_flight import held_of
 from controlplane.ledger.model_spend import ModelPlan
 from controlplane.ledger.models import Cap, SpendLine, Unit
 from controlplane.ledger.totals import scope_of, spent_for
@@ -45,8 +46,10 @@ def _first_broken_cap(worker: Worker, cost_micro: int, model: ModelPlan | None) 
     caps = _caps_of(worker)
     if not caps:
         return None
-    spent = spent_for(caps, timezone.now())
+    now = timezone.now()
+    spent = spent_for(caps, now)
     model_micro = model.micro if model else 0
+    first_held = None
     for cap in caps:
         used, reserved = spent[cap.pk], 0
         if cap.unit == Unit.REQUESTS:
@@ -66,9 +69,15 @@ def _first_broken_cap(worker: Worker, cost_micro: int, model: ModelPlan | None) 
                 detail = model.unbounded
             elif model and cap.unit == Unit.TOKENS and not model.max_output:
                 detail = "the call names no max_tokens and its model has no configured output ceiling"
-            return OverBudget(scope=scope_of(cap), unit=cap.unit, window=cap.window, limit=cap.limit,
-                              spent=used, reserved=reserved, detail=detail)
-    return None
+            held = held_of(cap, now)  # only now, on a refusal: an admitted call never pays for this read
+            over = OverBudget(scope=scope_of(cap), unit=cap.unit, window=cap.window, limit=cap.limit,
+                              spent=used, reserved=reserved, detail=detail, in_flight=held.calls,
+                              held=held.amount)
+            if not over.waitable:
+                return over
+            # Only held: worth waiting for, unless another cap refuses this call for good.
+            first_held = first_held or over
+    return first_held
 
 
 def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin,
@@ -119,7 +128,8 @@ def reserve(*, worker, run, grant_slug: str, decision_id: str, cost_micro: int,
         return _reserve(worker, run, grant_slug, decision_id, cost_micro, origin, model_call)
 
 
-def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: TokenUsage | None) -> None:
+def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: TokenUsage | None,
+            overdue: bool = False) -> None:
     _serialise()
     lines = sql.lines_of_decision(decision_id)
     reserved = [line for line in lines if line[0] == SpendLine.Kind.RESERVE]
@@ -133,6 +143,8 @@ def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: To
                        sql.adapted_time(timezone.now())]])
     record = {"op": "settle", "decision_id": decision_id, "grant": grant_slug,
               "request_bytes": request_bytes, "response_bytes": response_bytes, "bytes": total}
+    if overdue:  # no outcome arrived in time: its bytes are not known, a model call's worst case stands
+        record.update({"overdue": True, "flagged": True})
     # Only a model call reserves tokens (see _reserve): any other call has no model reservation to look up.
     model = None
     if any(line[5] == Unit.TOKENS for line in reserved):
@@ -144,7 +156,7 @@ def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: To
 
 
 def settle(decision_id: str, request_bytes: int, response_bytes: int,
-           usage: TokenUsage | None = None) -> None:
+           usage: TokenUsage | None = None, *, overdue: bool = False) -> None:
     """Record the bytes of a reserved call once it has happened, and for a model call the tokens and
     money it used (`usage` None or not known: its reserved worst case, flagged). Raises UnknownDecision
     or AlreadySettled (both LedgerError); nothing is written then."""
@@ -152,4 +164,4 @@ def settle(decision_id: str, request_bytes: int, response_bytes: int,
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer")
     with in_transaction():
-        return _settle(decision_id, request_bytes, response_bytes, usage)
+        return _settle(decision_id, request_bytes, response_bytes, usage, overdue)

@@ -44,21 +44,44 @@ class CapStatus:
 class OverBudget(CapStatus):
     """The first cap a reservation would break. `spent` is what was spent before this request (calls
     still running count at what they reserved); `reserved` is what this request would have reserved;
-    `detail` says why a model call's worst case could not be bounded, when that is the reason."""
+    `detail` says why a model call's worst case could not be bounded, when that is the reason.
+    `in_flight` model calls still running hold `held` of `spent` at their worst case, and give back what
+    they do not use when they settle (controlplane.ledger.in_flight)."""
 
     reserved: int = 0
     detail: str = ""
+    in_flight: int = 0
+    held: int = 0
+
+    @property
+    def waitable(self) -> bool:
+        """The remainder is only held, not spent: this call fits once the calls in flight settle (if they
+        use nothing), so it may wait for them rather than be refused (controlplane.egress.budget_wait)."""
+        return (not self.detail and self.in_flight > 0
+                and self.spent - self.held + self.reserved <= self.limit)
 
     @property
     def message(self) -> str:
         period = self.window if self.window != "all" else "lifetime"
         if self.detail:
             return f"over budget: {self.detail}, so it cannot be held to the {self.scope} {self.unit} cap"
+        if self.waitable:
+            calls = "call" if self.in_flight == 1 else "calls"
+            return (f"held by {self.in_flight} {calls} in flight: {self.scope} has spent "
+                    f"{self.spent - self.held} of {self.limit} {self.unit} this {period} and calls still "
+                    f"running hold {self.held} more at their worst case; this call would reserve up to "
+                    f"{self.reserved}, which fits once they settle")
         text = f"over budget: {self.scope} has spent {self.spent} of {self.limit} {self.unit} this {period}"
+        if self.held:
+            remains = self.limit - (self.spent - self.held)
+            return (text + f" ({self.held} of it held by {self.in_flight} calls in flight); this call's "
+                    f"worst case, {self.reserved}, is more than the {max(remains, 0)} that would remain even "
+                    "if they used nothing")
         return text + (f"; this call would reserve up to {self.reserved}" if self.reserved else "")
 
     def as_dict(self) -> dict:
-        return {**super().as_dict(), "reserved": self.reserved}
+        return {**super().as_dict(), "reserved": self.reserved, "in_flight": self.in_flight,
+                "held": self.held}
 
 
 @dataclass(frozen=True)

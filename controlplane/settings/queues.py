@@ -27,6 +27,8 @@ CELERY_BEAT_SCHEDULE = {
     "expire-approvals": {"task": "controlplane.approvals.tasks.expire_approvals", "schedule": 5.0},
     "reap-runs": {"task": "controlplane.dispatch.tasks.reap_runs", "schedule": 15.0},
     "expire-proposals": {"task": "controlplane.proposals.tasks.expire_proposals", "schedule": 30.0},
+    "settle-overdue-reservations": {"task": "controlplane.ledger.tasks.settle_overdue_reservations",
+                                    "schedule": 60.0},
     "purge-expired-notes": {"task": "controlplane.memory.tasks.purge_expired_notes", "schedule": 3600.0},
     "audit-checkpoint": {"task": "controlplane.audit.tasks.checkpoint",
                          "schedule": ROSTER_AUDIT_CHECKPOINT_SECONDS},

@@ -93,6 +93,8 @@ class Gateway:
     async def running(self) -> None:
         export_ca_cert(ctx.options.confdir, ctx.options.roster_ca_cert_export)
         self._running = True
+        if self.outcomes is not None:
+            self.outcomes.resume()  # what the last run left unacknowledged
         if self.shared is not None:
             self._spawn(self._check_shared_limits(self.shared))
         if self.config and self.config.health_port and self.client:
@@ -129,6 +131,8 @@ class Gateway:
 
     async def shutdown(self) -> None:
         self._running = False  # ends the start check's retries (a control plane still away)
+        if self.outcomes is not None:
+            self.outcomes.stop()  # unacknowledged reports stay in the journal for the next start
         if self.health:
             await self.health.stop()
         if self.background:

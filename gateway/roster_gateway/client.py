@@ -27,8 +27,11 @@ class ControlPlaneDown(Exception):
 
 class ControlPlaneClient:
     def __init__(self, base_url: str, service_token: str, *, decide_timeout: float,
-                 outcome_timeout: float, transport: Transport | None = None):
+                 outcome_timeout: float, decide_wait: float = 0, transport: Transport | None = None):
         self.decide_timeout = decide_timeout
+        # How long the control plane may keep a /decide waiting for budget held by calls in flight
+        # (docs/settings.md, ROSTER_BUDGET_WAIT_MS): /decide's deadline is the decide timeout after it.
+        self.decide_wait = decide_wait
         self.outcome_timeout = outcome_timeout
         headers = {"Authorization": f"Bearer {service_token}", "Accept": "application/json"}
         self._transport: Transport = transport or Http11Pool(base_url + "/api/gateway", headers)
@@ -56,7 +59,7 @@ class ControlPlaneClient:
             raise ControlPlaneDown(f"control plane answered {path} with invalid JSON") from exc
 
     async def decide(self, facts: dict) -> WireDecision:
-        status, body = await self._call("POST", "/decide", facts, self.decide_timeout)
+        status, body = await self._call("POST", "/decide", facts, self.decide_timeout + self.decide_wait)
         try:
             return parse_decision(self._json(status, body, "/decide"))
         except WireError as exc:

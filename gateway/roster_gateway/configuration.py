@@ -14,6 +14,7 @@ from mitmproxy import exceptions
 from roster_gateway.addresses import Vetting
 from roster_gateway.client import ControlPlaneClient, Transport
 from roster_gateway.options import GatewayConfig
+from roster_gateway.outcome_journal import journal_at
 from roster_gateway.outcomes import OutcomeReporter
 from roster_gateway.steps import Steps
 
@@ -58,9 +59,11 @@ def build_steps(config: GatewayConfig, *, transport: Transport | None,
                       private_upstreams=config.private_upstreams)
     client = ControlPlaneClient(config.control_plane, config.service_token,
                                 decide_timeout=config.decide_timeout, outcome_timeout=config.outcome_timeout,
-                                transport=transport)
+                                decide_wait=config.budget_wait_ms / 1000, transport=transport)
     outcomes = OutcomeReporter(client, max_batch=config.outcome_batch_max,
-                               flush_delay=config.outcome_flush_delay, spawn=spawn)
+                               flush_delay=config.outcome_flush_delay, spawn=spawn,
+                               journal=journal_at(config.outcome_journal),
+                               retry_delay=config.outcome_retry_delay)
     return Steps(config, client, vetting, outcomes, background)
 
 

@@ -55,6 +55,13 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("roster_proposals_host", str, "proposals.roster.invalid",
      "Reserved name the gateway answers itself for proposals (never dialled; must end in .invalid; the "
      "same as the control plane's ROSTER_PROPOSALS_HOST)"),
+    ("roster_budget_wait_ms", int, 30_000, "Milliseconds the control plane may hold a /decide for a call "
+     "waiting for budget that calls in flight hold (at least the control plane's ROSTER_BUDGET_WAIT_MS): "
+     "added to roster_decide_timeout_ms for /decide"),
+    ("roster_outcome_journal", str, "", "File (in the gateway's private state dir) keeping outcome reports "
+     "until the control plane acknowledges them, across a crash of either side; empty: memory only"),
+    ("roster_outcome_retry_ms", int, 1000, "Milliseconds before outcome reports the control plane did not "
+     "take are sent again"),
     ("roster_outcome_batch_max", int, 256, "Most outcomes in one POST /outcomes (at most the control "
      "plane's ROSTER_OUTCOME_BATCH_MAX)"),
 )
@@ -86,6 +93,9 @@ class GatewayConfig:
     sentinel_refresh_seconds: float = 5.0
     proposals_host: str = "proposals.roster.invalid"
     metrics: bool = True
+    budget_wait_ms: int = 30_000
+    outcome_journal: str = ""
+    outcome_retry_delay: float = 1.0
 
 
 def read_token_file(path: str) -> str:
@@ -143,6 +153,10 @@ def build_config(opts) -> GatewayConfig:
         raise exceptions.OptionsError("roster_hold_seconds >= 0 and roster_approval_poll_seconds >= 1")
     if opts.roster_outcome_flush_ms < 0 or opts.roster_outcome_batch_max < 1:
         raise exceptions.OptionsError("roster_outcome_flush_ms >= 0 and roster_outcome_batch_max >= 1")
+    if opts.roster_outcome_retry_ms <= 0:
+        raise exceptions.OptionsError("roster_outcome_retry_ms must be positive")
+    if opts.roster_budget_wait_ms < 0:
+        raise exceptions.OptionsError("roster_budget_wait_ms must not be negative")
     if opts.roster_max_body_bytes < 0 or opts.roster_body_preview_bytes < 0:
         raise exceptions.OptionsError("body limits must not be negative")
     if min(opts.roster_max_target_bytes, opts.roster_max_headers, opts.roster_max_header_bytes) < 1:
@@ -175,6 +189,9 @@ def build_config(opts) -> GatewayConfig:
         sentinel_refresh_seconds=max(0, opts.roster_sentinel_refresh_ms) / 1000,
         proposals_host=_proposals_host(opts.roster_proposals_host),
         metrics=bool(getattr(opts, "roster_metrics", True)),
+        budget_wait_ms=int(opts.roster_budget_wait_ms),
+        outcome_journal=str(opts.roster_outcome_journal),
+        outcome_retry_delay=opts.roster_outcome_retry_ms / 1000,
     )
 
 

@@ -47,6 +47,7 @@ SHARED = (
     SharedSetting("roster_max_headers", "ROSTER_DECIDE_MAX_HEADERS", "decide_max_headers", AT_MOST),
     SharedSetting("roster_max_header_bytes", "ROSTER_DECIDE_MAX_HEADER_BYTES", "decide_max_header_bytes",
                   AT_MOST),
+    SharedSetting("roster_budget_wait_ms", "ROSTER_BUDGET_WAIT_MS", "budget_wait_ms", AT_LEAST),
     SharedSetting("roster_proposals_host", "ROSTER_PROPOSALS_HOST", "proposals_host", SAME),
 )
 

@@ -322,6 +322,10 @@ class StreamMeter:
     def result(self) -> Usage:
         if self._problem:
             return unknown(self._problem, self.model)
+        if self._counts is None and self.finished:
+            # The stream ended properly, with its end marker: nothing was cut, the response simply carried
+            # no usage (a chat stream that did not ask for stream_options.include_usage, say).
+            return unknown("no usage: the stream finished with its end marker but reported none", self.model)
         if self._counts is None:
             return unknown("cut off: the stream ended before its usage", self.model)
         try:

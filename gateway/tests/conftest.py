@@ -109,9 +109,12 @@ def token_file(tmp_path):
 @pytest.fixture
 async def gw(cp, token_file):
     addon = Gateway(transport=cp)
+    # The fake control plane never keeps a /decide waiting for budget: /decide's deadline is the timeout.
+    cp.health[1]["limits"]["budget_wait_ms"] = 0
     with taddons.context(addon) as tctx:
         tctx.configure(addon, roster_control_plane=CP_URL, roster_service_token_file=str(token_file),
-                       roster_decide_timeout_ms=300, roster_hold_seconds=2, roster_dns_timeout_ms=500)
+                       roster_decide_timeout_ms=300, roster_hold_seconds=2, roster_dns_timeout_ms=500,
+                       roster_budget_wait_ms=0)
         addon.tctx = tctx
         yield addon
         await addon.shutdown()
@@ -162,5 +165,9 @@ def reported(cp) -> list[dict]:
 
 async def settle(gw):
     await asyncio.sleep(0)
+    if gw.outcomes is not None:
+        gw.outcomes.stop()  # reports the fake control plane refused would otherwise be retried for ever
     if gw.background:
         await asyncio.gather(*list(gw.background))
+    if gw.outcomes is not None:
+        gw.outcomes.resume()

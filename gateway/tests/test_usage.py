@@ -77,7 +77,10 @@ def test_usage_every_shape_any_chunking(name, api, body, ctype, expected, piece)
 
 UNKNOWN = [
     ("chat sse cut off before usage", CHAT, m.chat_sse(prompt=5)[:-60], SSE, "cut off"),
-    ("chat sse without usage", CHAT, m.chat_sse(include_usage=False), SSE, "cut off"),
+    ("chat sse without usage, ended with [DONE]", CHAT, m.chat_sse(include_usage=False), SSE,
+     "finished with its end marker but reported none"),
+    ("chat sse without usage or [DONE]", CHAT, m.chat_sse(include_usage=False, done=False), SSE,
+     "cut off"),
     ("responses sse cut off", RESPONSES, m.responses_sse(complete=False), SSE, "cut off"),
     ("anthropic sse cut off", MESSAGES, m.anthropic_sse(complete=False), SSE, "cut off"),
     ("malformed json", CHAT, b'{"usage": {"prompt_tokens": ', JSON, "malformed"),

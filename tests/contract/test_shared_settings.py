@@ -36,7 +36,7 @@ DEFAULTS = contract.load("health")["response"]["limits"]
 
 
 def test_the_gateways_table_is_the_health_answers_limits():
-    assert len(SHARED) == 8
+    assert len(SHARED) == 9
     assert {key for _, _, key in SHARED} == set(gateway_limits()) == set(DEFAULTS)
     for _option, setting, _key in SHARED:
         assert hasattr(settings, setting), setting

@@ -88,7 +88,7 @@ def test_over_budget_answers_402_with_the_cap(gateway, token, worker, make_grant
     assert first["verdict"] == "allow"
     assert (second["verdict"], second["reason"], second["status"]) == ("deny", "over_budget", 402)
     assert second["budget"] == {"scope": "worker:alpha", "unit": "requests", "window": "day", "limit": 1,
-                                "spent": 1, "reserved": 1}
+                                "spent": 1, "reserved": 1, "in_flight": 0, "held": 0}
     assert not RunDecision.objects.filter(decision_id=second["decision_id"]).exists()
 
 

@@ -29,10 +29,12 @@ def test_the_limits_follow_the_settings(gateway, settings):
     settings.ROSTER_DECIDE_MAX_HEADERS = 50
     settings.ROSTER_DECIDE_MAX_HEADER_BYTES = 4096
     settings.ROSTER_PROPOSALS_HOST = "intake.roster.invalid"
+    settings.ROSTER_BUDGET_WAIT_MS = 5000
     limits = gateway.get(HEALTH).json()["limits"]
     assert limits == {"outcome_batch_max": 64, "approval_wait_max_seconds": 12, "approval_hold_seconds": 60,
                       "body_preview_bytes": 1024, "decide_max_path_bytes": 2048, "decide_max_headers": 50,
-                      "decide_max_header_bytes": 4096, "proposals_host": "intake.roster.invalid"}
+                      "decide_max_header_bytes": 4096, "budget_wait_ms": 5000,
+                      "proposals_host": "intake.roster.invalid"}
 
 
 def test_the_hold_is_what_every_ask_answer_carries(settings):

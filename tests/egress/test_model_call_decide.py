@@ -48,7 +48,8 @@ def test_token_cap_refuses_with_the_cap_and_the_reservation(gateway, token, make
     answer = gateway.decide(decide_body(token, model_call=CALL))
     assert (answer["verdict"], answer["reason"], answer["status"]) == ("deny", "over_budget", 402)
     assert answer["budget"] == {"scope": f"worker:{live_run[0].worker.name}", "unit": "tokens",
-                                "window": "month", "limit": 499, "spent": 0, "reserved": 500}
+                                "window": "month", "limit": 499, "spent": 0, "reserved": 500, "in_flight": 0,
+                                "held": 0}
     assert "would reserve up to 500" in answer["message"]
     assert not RunDecision.objects.filter(decision_id=answer["decision_id"]).exists()
 

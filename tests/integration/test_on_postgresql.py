@@ -20,14 +20,15 @@ SUITES = {
         "tests/egress/test_decide.py", "tests/egress/test_policy_cache.py",
         "tests/egress/test_approval_flow.py", "tests/egress/test_outcome_trace.py",
         "tests/egress/test_model_call_decide.py", "tests/egress/test_group_commit.py",
-        "tests/egress/test_gateway_calls.py",
+        "tests/egress/test_gateway_calls.py", "tests/egress/test_budget_wait.py",
     ],
     # locking, triggers and time truncation of the ledger and the audit chain
     "ledger and audit": [
         "tests/ledger/test_concurrency.py", "tests/ledger/test_restart.py",
         "tests/ledger/test_model_concurrency.py", "tests/ledger/test_model_spend.py",
         "tests/ledger/test_cache_write_prices.py", "tests/ledger/test_reserve.py",
-        "tests/ledger/test_history.py", "tests/ledger/test_selectors.py",
+        "tests/ledger/test_history.py", "tests/ledger/test_selectors.py", "tests/ledger/test_overdue.py",
+        "tests/ledger/test_exact_concurrency.py",
         "tests/audit/test_chain_concurrency.py", "tests/audit/test_triggers.py",
         "tests/audit/test_rewrite_paths.py", "tests/audit/test_checkpoints.py", "tests/audit/test_verify.py",
         "tests/audit/test_verify_parallel.py", "tests/audit/test_append.py", "tests/audit/test_edits.py",
@@ -50,4 +51,7 @@ def test_gateway_token_cap_on_postgresql():
     out = postgres.rerun_on_postgresql(["tests/integration/gateway/test_gateway_token_cap_concurrency.py"],
                                        args=["-s", "-x", "-m", "integration"])
     assert "[gateway token cap, postgresql]" in out and "overshoot 0" in out
-    print(next(line for line in out.splitlines() if "[gateway token cap" in line))
+    assert out.count("[exactly N, postgresql") == 4  # c32, c64 x plain, streamed: each exactly N
+    for line in out.splitlines():
+        if "[gateway token cap" in line or "[exactly N" in line:
+            print(line)

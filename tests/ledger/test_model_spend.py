@@ -96,9 +96,12 @@ def test_token_cap_refuses_legibly_with_spent_and_reserved(worker, run):
     assert isinstance(_reserve(worker, run, "dc_a", _call(max_out=200, estimate=400)), Reservation)
     over = _reserve(worker, run, "dc_b", _call(max_out=200, estimate=400))
     assert isinstance(over, OverBudget)
+    # The remainder is only held by dc_a in flight, not spent: the call may wait for it to settle.
     assert over.as_dict() == {"scope": "worker:alpha", "unit": "tokens", "window": "day", "limit": 1000,
-                              "spent": 600, "reserved": 600}
-    assert "spent 600 of 1000 tokens" in over.message and "reserve up to 600" in over.message
+                              "spent": 600, "reserved": 600, "in_flight": 1, "held": 600}
+    assert over.waitable and over.message.startswith("held by 1 call in flight: ")
+    assert "spent 0 of 1000 tokens" in over.message and "reserve up to 600" in over.message
+    assert "over budget" not in over.message
     assert not SpendLine.objects.filter(decision_id="dc_b").exists()
     # the first call used less than its worst case: the difference is released and the next call fits
     settle("dc_a", 0, 0, TokenUsage(known=True, input=100, output=50))
@@ -151,3 +154,26 @@ def test_price_changes_are_audited_like_grants(admin_user):
     events = [(d["action"], (d["after"] or d["before"])["output_micro_per_million"])
               for d in _data("grant_change")]
     assert events == [("created", 8_000_000), ("updated", 9_000_000), ("deleted", 9_000_000)]
+
+
+def test_a_worst_case_above_the_whole_remaining_cap_is_refused_not_held(worker, run):
+    """Calls in flight hold part of the cap, but this call would not fit even if they used nothing: it
+    must not wait, and its refusal says so."""
+    _price()
+    Cap.objects.create(worker=worker, unit="tokens", window="day", limit=1000)
+    assert isinstance(_reserve(worker, run, "dc_a", _call(max_out=200, estimate=100)), Reservation)
+    settle("dc_a", 0, 0, TokenUsage(known=True, input=100, output=200))  # 300 spent for good
+    assert isinstance(_reserve(worker, run, "dc_b", _call(max_out=100, estimate=100)), Reservation)
+    over = _reserve(worker, run, "dc_c", _call(max_out=700, estimate=100))  # 800 > 1000 - 300
+    assert isinstance(over, OverBudget) and not over.waitable
+    assert (over.spent, over.in_flight, over.held, over.reserved) == (500, 1, 200, 800)
+    assert over.message.startswith("over budget: ") and "more than the 700 that would remain" in over.message
+
+
+def test_a_settled_call_holds_nothing(worker, run):
+    _price()
+    Cap.objects.create(worker=worker, unit="tokens", window="day", limit=500)
+    assert isinstance(_reserve(worker, run, "dc_a", _call(max_out=200, estimate=100)), Reservation)
+    settle("dc_a", 0, 0, None)  # no usage: settled at its worst case, 300 spent
+    over = _reserve(worker, run, "dc_b", _call(max_out=200, estimate=100))
+    assert isinstance(over, OverBudget) and (over.in_flight, over.held, over.waitable) == (0, 0, False)

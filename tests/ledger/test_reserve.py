@@ -33,7 +33,7 @@ def test_request_cap_allows_exactly_limit_then_names_cap(worker, run, new_decisi
     over = results[3]
     assert isinstance(over, OverBudget)
     assert over.as_dict() == {"scope": "worker:alpha", "unit": "requests", "window": "day", "limit": 3,
-                              "spent": 3, "reserved": 1}
+                              "spent": 3, "reserved": 1, "in_flight": 0, "held": 0}
     assert SpendLine.objects.filter(unit="requests").count() == 3
 
 

@@ -127,3 +127,116 @@ def test_zero_overshoot_at_a_token_cap_under_64_concurrent_streamed_calls(transa
               f"streamed calls allowed at concurrency {CONCURRENCY} in {elapsed:.1f}s; ledger peak "
               f"{peak['tokens']} of cap {cap} tokens (overshoot {max(0, peak['tokens'] - cap)}), "
               f"{tokens} settled; {len(refused)} legible 402s, {unanswered} 503s (decide timed out)")
+
+
+# Exactly N (issue 22): a cap sized so that one call at a time admits exactly N (each settles at what it
+# used, 20 input + 30 output tokens; the next needs room for its whole worst case) admits exactly N of
+# 10 × N concurrent calls, for a token, a money and a request cap, plain and streamed: a call refused
+# only because calls in flight hold the remainder waits for them to settle (controlplane.egress
+# .budget_wait) instead of being refused at once, and never overshoots.
+N = 10
+USED_TOKENS, USED_MICRO = 50, 20 * 1 + 30 * 4  # at 1 micro per input token, 4 per output token
+
+
+def _sized_cap(unit: str, doc: dict) -> tuple[int, int]:
+    """(cap, one call's reservation in that unit) such that exactly N calls fit one at a time."""
+    estimate = len(httpx.Request("POST", "http://x", json=doc).content)
+    if unit == "tokens":
+        worst = estimate + MAX_TOKENS
+        return (N - 1) * USED_TOKENS + worst, worst
+    if unit == "micro":
+        worst = estimate * 1 + MAX_TOKENS * 4
+        return (N - 1) * USED_MICRO + worst, worst
+    return N, 1
+
+
+def _fire(gw, token: str, url: str, doc: dict, calls: int, concurrency: int) -> list:
+    results: list = []
+    lock = threading.Lock()
+    remaining = [calls]
+    start = threading.Barrier(concurrency)
+
+    def box():
+        context = ssl.create_default_context(cafile=str(gw.ca_cert_path))
+        with httpx.Client(proxy=gw.proxy_url_with(token), timeout=120, trust_env=False,
+                          verify=context) as client:
+            start.wait()
+            while True:
+                with lock:
+                    if not remaining[0]:
+                        return
+                    remaining[0] -= 1
+                with client.stream("POST", url, json=doc) as response:
+                    results.append((response.status_code, response.read()))
+
+    threads = [threading.Thread(target=box) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def _settled(run) -> None:
+    deadline = time.monotonic() + 60  # outcomes settle in the background
+    while RunDecision.objects.filter(run=run, outcome_at__isnull=True).exists():
+        assert time.monotonic() < deadline, "outcomes were never settled"
+        time.sleep(0.1)
+
+
+def _spent(worker, unit: str) -> int:
+    return SpendLine.objects.filter(worker=worker, unit=unit).aggregate(s=Sum("amount"))["s"] or 0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("concurrency", [32, 64], ids=["c32", "c64"])
+def test_exactly_n_of_10n_concurrent_calls_are_admitted_at_each_kind_of_cap(transactional_db, redis_url,
+                                                                          tmp_path, capsys, concurrency,
+                                                                          stream):
+    model = ModelUpstream()
+    model.usage = {"prompt": 20, "completion": 30, "cached": 0, "reasoning": 0}
+    model.pause = 0.02
+    sqlite = connection.vendor == "sqlite"
+    database = connection.settings_dict["NAME"] if sqlite else children.test_database_url()
+    env = procs.control_plane_env(database, redis_url, {
+        "ROSTER_GATEWAY_TOKEN_SHA256": hashlib.sha256(GATEWAY_SERVICE_TOKEN.encode()).hexdigest()})
+    Grant.objects.create(slug="model", host="127.0.0.1", port=model.port, schemes=["http"], methods=["POST"])
+    ModelPrice.objects.create(pattern="gpt-*", input_micro_per_million=1_000_000,
+                              cached_input_micro_per_million=500_000, output_micro_per_million=4_000_000,
+                              max_output_tokens=4096)
+    doc = {"model": "gpt-4o-mini", "stream": stream, "max_tokens": MAX_TOKENS,
+           "messages": [{"role": "user", "content": "hi"}]}
+    measured = {}
+    try:
+        with procs.decision_api_server(env, tmp_path) as url, gateway_process(
+                url, GATEWAY_SERVICE_TOKEN, tmp_path, allow_loopback_upstreams=True) as gw:
+            procs.wait_for_http(url + "/api/gateway/health", timeout=30)
+            for unit in ("tokens", "micro", "requests"):
+                worker = worker_create(f"exact-{unit}-{time.monotonic_ns() % 10**9}")
+                run, token = run_create(worker)
+                run_set_status(run.pk, Run.Status.RUNNING)
+                Run.objects.filter(pk=run.pk).update(box_address="127.0.0.1")  # this process is its box
+                cap, worst = _sized_cap(unit, doc)
+                Cap.objects.create(worker=worker, unit=unit, window="day", limit=cap)
+                started = time.monotonic()
+                results = _fire(gw, token, model.url("/v1/chat/completions"), doc, 10 * N, concurrency)
+                _settled(run)
+                admitted = sum(1 for status, _ in results if status == 200)
+                refused = [json.loads(body) for status, body in results if status == 402]
+                measured[unit] = (admitted, time.monotonic() - started)
+                assert len(results) == 10 * N and len(refused) == 10 * N - N, (unit, admitted, sorted(
+                    {status for status, _ in results}))
+                assert admitted == N, (unit, admitted)
+                spent = _spent(worker, unit)
+                assert spent == {"tokens": N * USED_TOKENS, "micro": N * USED_MICRO, "requests": N}[unit]
+                assert spent <= cap
+                # Every refusal is the cap, spent for good: none was refused while calls in flight held it.
+                assert all(r["budget"]["unit"] == unit and r["budget"]["reserved"] == worst
+                           and r["budget"]["in_flight"] == 0 for r in refused), refused[:2]
+                assert not any("held by" in r["message"] for r in refused)
+    finally:
+        model.close()
+    with capsys.disabled():
+        print(f"\n[exactly N, {connection.vendor}, c{concurrency}, {'streamed' if stream else 'plain'}] "
+              + "; ".join(f"{unit}: {a} of {10 * N} admitted (cap sized for {N}) in {s:.1f}s"
+                          for unit, (a, s) in measured.items()))
