@@ -21,6 +21,8 @@ KINDS = frozenset({
     "run_input", "message", "delivery", "chat_approval", "channel_change",
     # Presets and workers' agent settings (controlplane.agents): created, changed, deleted.
     "agent_change",
+    # A worker's own admin edit (its name, description, identity, active), under that worker.
+    "worker_change",
     # The worker's notes (controlplane.memory): written, corrected, forgotten (hashes, never the text).
     "memory",
     # The vault key's rotation (controlplane.vault.rotation): started, resumed, finished; key ids only.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from controlplane.audit.edits import AuditedModel
 from controlplane.core.admin import ReadOnlyAdmin
 from controlplane.core.roles import ADMINS
 from controlplane.fleet.models import Run, Worker
@@ -13,6 +14,15 @@ from controlplane.fleet.models import Run, Worker
 
 def can_edit_identity(user) -> bool:
     return bool(user.is_active and (user.is_superuser or user.groups.filter(name=ADMINS).exists()))
+
+
+# A worker's edit (its identity, which always needs a human, included) is on the record under that worker,
+# with the values before and after (controlplane.audit.edits).
+WORKER_EDITS = AuditedModel(
+    "worker", name=lambda worker: worker.name, worker=lambda worker: worker.name, kind="worker_change",
+    describe=lambda worker: {"name": worker.name, "description": worker.description,
+                             "identity": worker.identity, "active": worker.active},
+)
 
 
 @admin.register(Worker)
@@ -27,6 +37,15 @@ class WorkerAdmin(admin.ModelAdmin):
         if not can_edit_identity(request.user):
             readonly.append("identity")
         return readonly
+
+    def save_model(self, request, obj, form, change):
+        WORKER_EDITS.save(obj, by=request.user.get_username(), via="admin")
+
+    def delete_model(self, request, obj):
+        WORKER_EDITS.delete(obj, by=request.user.get_username(), via="admin")
+
+    def delete_queryset(self, request, queryset):
+        WORKER_EDITS.delete_all(queryset, by=request.user.get_username(), via="admin")
 
 
 @admin.register(Run)
