@@ -186,3 +186,45 @@ def test_a_stderr_part_is_escaped_like_the_rest(worker):
     out, err = _cli("logs", str(run.pk))
     assert out == "" and err == "x\\x1b[2K\n"
     assert _cli("logs", str(run.pk), "--sources")[0] == "stderr | x\\x1b[2K\n"
+
+
+def test_start_names_the_timeline_and_how_to_follow_it_on_stderr(worker, enqueued, settings):
+    settings.ROSTER_WEB_BASE_URL = "http://roster.example:8000/"
+    out, err = _cli("start", worker.name, "--", "true")
+    run = Run.objects.get()
+    assert out == f"run {run.pk}: queued\n"  # stdout stays the one line a script reads
+    follow = f"  follow it: manage.py run wait {run.pk}; its output: manage.py run logs {run.pk}"
+    assert err.splitlines() == [f"  timeline: http://roster.example:8000/runs/{run.pk}/", follow]
+
+
+def _ends_later(run_id: int, status: str, monkeypatch) -> None:
+    """The run moves queued -> running -> `status` while `run start --wait` polls it."""
+    steps = iter([Run.Status.RUNNING, status])
+    real_sleep = __import__("time").sleep
+
+    def step(_seconds):
+        run_set_status(run_id, next(steps), **({"exit_code": 0} if status == Run.Status.SUCCEEDED else {}))
+        real_sleep(0)
+
+    monkeypatch.setattr("controlplane.dispatch.management.commands.run.time.sleep", step)
+
+
+def test_start_wait_follows_the_run_to_its_end(worker, enqueued, monkeypatch):
+    monkeypatch.setattr("controlplane.dispatch.management.commands.run.run_start",
+                        lambda w, command, **kw: run_create(w, command=command)[0])
+    run_id = Run.objects.count() + 1
+    _ends_later(run_id, Run.Status.SUCCEEDED, monkeypatch)
+    out, err = _cli("start", worker.name, "--wait", "--", "true")
+    run = Run.objects.get()
+    assert run.pk == run_id and out.splitlines() == [f"run {run.pk}: queued", f"run {run.pk}: succeeded"]
+    followed = [line.strip() for line in err.splitlines()[1:]]
+    assert followed[0].startswith(f"run {run.pk} queued: ") and followed[1:] == [
+        f"run {run.pk} running", f"run {run.pk} succeeded"]
+
+
+def test_start_wait_fails_like_run_wait_when_the_run_fails(worker, enqueued, monkeypatch):
+    monkeypatch.setattr("controlplane.dispatch.management.commands.run.run_start",
+                        lambda w, command, **kw: run_create(w, command=command)[0])
+    _ends_later(Run.objects.count() + 1, Run.Status.FAILED, monkeypatch)
+    with pytest.raises(CommandError, match="did not succeed"):
+        _cli("start", worker.name, "--wait", "--", "false")

@@ -1,6 +1,6 @@
 """`run start|wait|logs|list|cancel`: runs from the command line.
 
-    run start WORKER [--proactive] [--timeout S] -- COMMAND ARGS…
+    run start WORKER [--proactive] [--timeout S] [--wait] -- COMMAND ARGS…   --wait: follow it to its end
     run start WORKER --agent "TASK" [--proactive] [--timeout S]   the worker's agent (its preset, chosen
                                               with `preset use` or in the admin; default: the reference agent)
     run wait ID [--timeout S]                             exit status 0 only if the run succeeded
@@ -91,6 +91,10 @@ def _when(value) -> str:
     return f"{value:%Y-%m-%d %H:%M:%S} UTC" if value else "-"
 
 
+def timeline_url(run_id: int) -> str:
+    return f"{settings.ROSTER_WEB_BASE_URL.rstrip('/')}/runs/{run_id}/"
+
+
 def _line(run: Run) -> str:
     reason = f" ({run.status_reason})" if run.status_reason else ""
     return f"run {run.pk}: {run.status}{reason}"
@@ -130,6 +134,8 @@ class Command(BaseCommand):
         start.add_argument("--agent", metavar="TASK", default=None,
                            help="run the worker's agent (its preset; default the reference agent) on this "
                                 "task")
+        start.add_argument("--wait", action="store_true",
+                           help="follow the run (its place in line, each state) to its end, as run wait")
         start.add_argument("command", nargs="*", help="-- COMMAND ARGS…")
         wait = sub.add_parser("wait", help="wait for a run to end")
         wait.add_argument("id", type=int)
@@ -154,7 +160,7 @@ class Command(BaseCommand):
         except RosterError as exc:
             raise CommandError(str(exc)) from exc
 
-    def do_start(self, *, worker, proactive, timeout, command, agent=None, **_):
+    def do_start(self, *, worker, proactive, timeout, command, agent=None, wait=False, **_):
         if timeout is not None and timeout <= 0:
             raise CommandError("--timeout must be a positive number of seconds")
         if agent is not None:
@@ -163,11 +169,36 @@ class Command(BaseCommand):
             if not agent.strip():
                 raise CommandError("--agent needs a task")
             run = run_start_agent(_worker(worker), agent, proactive=proactive, timeout=timeout, filed_by=None)
-            self.stdout.write(_line(run))
-            return
-        if not command:
+        elif not command:
             raise CommandError("give the command after --, e.g. run start WORKER -- python3 -m agent")
-        run = run_start(_worker(worker), command, proactive=proactive, timeout=timeout, filed_by=None)
+        else:
+            run = run_start(_worker(worker), command, proactive=proactive, timeout=timeout, filed_by=None)
+        self.stdout.write(_line(run))
+        # Where to look next, on stderr: stdout stays the one line scripts read.
+        self.stderr.write(f"  timeline: {timeline_url(run.pk)}")
+        if wait:
+            self._follow(run.pk)
+        elif run.is_live:
+            self.stderr.write(f"  follow it: manage.py run wait {run.pk}; "
+                              f"its output: manage.py run logs {run.pk}")
+
+    def _follow(self, run_id: int) -> None:
+        """Each change of the run's state (and, while queued, of its place in line) on stderr, then its end
+        as `run wait` says it."""
+        said = ""
+        run = _run(run_id)
+        while True:
+            state = queue_state(run) if run.status == Run.Status.QUEUED else None
+            now = f"{run.status}: {state.reason}" if state is not None else run.status
+            if now != said:
+                self.stderr.write(f"  run {run.pk} {now}")
+                said = now
+            if not run.is_live:
+                break
+            time.sleep(settings.ROSTER_RUN_WAIT_POLL_SECONDS)
+            run = _run(run_id)
+        if run.status != Run.Status.SUCCEEDED:
+            raise CommandError(f"{_line(run)}: did not succeed")
         self.stdout.write(_line(run))
 
     def do_wait(self, *, id, timeout, **_):
