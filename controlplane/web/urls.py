@@ -1,12 +1,13 @@
 from django.urls import path
 
-from controlplane.web import approval_views, audit_views, channel_views, proposal_views, views
+from controlplane.web import approval_views, audit_views, channel_views, policy_views, proposal_views, views
 
 app_name = "web"
 
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("workers/<int:worker_id>/", views.worker_detail, name="worker"),
+    path("workers/<int:worker_id>/policy/", policy_views.worker_policy, name="worker-policy"),
     path("runs/<int:run_id>/", views.run_timeline, name="run"),
     path("channels/<int:channel_id>/", channel_views.channel_detail, name="channel"),
     path("approvals/", approval_views.approval_queue, name="approvals"),
