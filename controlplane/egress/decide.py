@@ -118,7 +118,7 @@ def _decide(req: EgressRequest, decision_id: str, *, grouped: bool, may_wait: bo
     decision = engine.require_authentic(engine.evaluate(
         run_state(run), facts, grant_rules_for_worker(run.worker_id, state), now))
     if grouped:
-        return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state)
+        return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state, may_wait)
     with transaction.atomic():
         # Re-read inside the write transaction: a run that ended, a taint raised or a grant revoked
         # since the first read is decided again on the current state, never on the stale one.
