@@ -20,6 +20,8 @@ COPY pyproject.toml README.md ./
 COPY controlplane ./controlplane
 COPY templates ./templates
 COPY manage.py ./
+# The built-in agent presets are data the control plane loads at migrate (controlplane.agents); read-only.
+COPY workers/presets ./workers/presets
 RUN pip install --no-cache-dir --no-deps .
 # ROSTER_VAR_DIR: the settings create it at import, as the unprivileged user.
 RUN install -d -o roster -g roster -m 700 /var/lib/roster
