@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 import docker
 import requests
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from controlplane.dispatch import box, running
@@ -72,17 +72,32 @@ class BoxWatcher:
 
     def run_forever(self) -> None:
         threading.Thread(target=self._events_loop, name="docker-events", daemon=True).start()
-        self.reconcile()
+        # The control plane's database may not answer yet (a box host starting beside it) or for a while:
+        # the watcher keeps trying instead of exiting; what it missed, the next reconcile finds.
+        while not self.stopping.is_set() and not self._guarded(self.reconcile):
+            self.stopping.wait(TICK_SECONDS)
         next_reconcile = time.monotonic() + settings.ROSTER_BOXWATCHER_RECONCILE_SECONDS
         while not self.stopping.is_set():
             self.heartbeat()
             with contextlib.suppress(queue.Empty):
-                self.handle(*self.inbox.get(timeout=TICK_SECONDS))
+                self._guarded(self.handle, *self.inbox.get(timeout=TICK_SECONDS))
             close_old_connections()
-            self.check_deadlines()
-            if time.monotonic() >= next_reconcile:
-                self.reconcile()
+            self._guarded(self.check_deadlines)
+            if time.monotonic() >= next_reconcile and self._guarded(self.reconcile):
                 next_reconcile = time.monotonic() + settings.ROSTER_BOXWATCHER_RECONCILE_SECONDS
+
+    @staticmethod
+    def _guarded(step, *args) -> bool:
+        """One step of the loop; a database that did not answer is logged and the step tried again later
+        (its connection dropped, so the next try opens a new one)."""
+        try:
+            step(*args)
+        except DatabaseError as exc:
+            log.warning("boxwatcher: the database did not answer (%s); trying again", type(exc).__name__)
+            with contextlib.suppress(Exception):
+                connection.close()
+            return False
+        return True
 
     def stop(self) -> None:
         self.stopping.set()

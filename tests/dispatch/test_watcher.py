@@ -232,3 +232,23 @@ def test_other_hosts_runs_are_not_judged(worker, watcher):
     Run.objects.filter(pk=run.pk).update(box_host="elsewhere")
     watcher.reconcile()
     assert Run.objects.get(pk=run.pk).status == "running"
+
+
+def test_a_database_that_does_not_answer_yet_is_waited_for_not_fatal(watcher, monkeypatch):
+    """A box host starting beside the control plane: the first reconciles fail; the watcher keeps trying
+    (it used to exit, and that host's boxes were never started)."""
+    from django.db import OperationalError
+
+    tries = []
+
+    def reconcile():
+        tries.append(1)
+        if len(tries) < 3:
+            raise OperationalError("server closed the connection unexpectedly")
+        watcher.stopping.set()  # answered: the loop would go on; the test stops it here
+
+    monkeypatch.setattr(watcher, "reconcile", reconcile)
+    monkeypatch.setattr(watcher, "_events_loop", lambda: None)
+    monkeypatch.setattr("controlplane.dispatch.watcher.TICK_SECONDS", 0.01)
+    watcher.run_forever()
+    assert len(tries) == 3
