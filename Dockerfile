@@ -12,7 +12,8 @@ FROM ${BASE}
 RUN useradd --create-home --uid 10001 roster
 # iptables: the dispatcher's preflight reads the host's lockdown rules (compose: host network, NET_ADMIN).
 # It must use the host's backend (bookworm's default, nft); a legacy-iptables host would look empty.
-RUN apt-get update && apt-get install -y --no-install-recommends iptables && rm -rf /var/lib/apt/lists/*
+# git: the workers' knowledge repositories (controlplane.knowledge.repo drives the git CLI).
+RUN apt-get update && apt-get install -y --no-install-recommends iptables git && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=requirements /requirements.txt /tmp/requirements.txt
 RUN pip install --no-cache-dir -r /tmp/requirements.txt
@@ -24,7 +25,7 @@ COPY manage.py ./
 COPY workers/presets ./workers/presets
 RUN pip install --no-cache-dir --no-deps .
 # ROSTER_VAR_DIR: the settings create it at import, as the unprivileged user.
-RUN install -d -o roster -g roster -m 700 /var/lib/roster
+RUN install -d -o roster -g roster -m 700 /var/lib/roster /var/lib/roster/knowledge
 # The admin's styles and scripts, collected once into the image; WhiteNoise serves them from the web
 # process (DEBUG off). The key below only lets settings load for collectstatic; it signs nothing.
 ENV ROSTER_STATIC_ROOT=/app/static

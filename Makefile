@@ -17,9 +17,10 @@ up: deps migrate
 down:
 	scripts/down.sh
 
-# The reference agent on real traffic (scripts/demo.sh). The default stack is machine-wide, hence the lock.
+# The reference agent on real traffic (scripts/demo.sh); AGENT=pi|claude-code|codex|opencode|gemini-cli: that
+# preset's agent instead. The default stack is machine-wide, hence the lock.
 demo: deps migrate
-	flock /tmp/roster-default-stack.lock scripts/demo.sh
+	AGENT=$(AGENT) flock /tmp/roster-default-stack.lock scripts/demo.sh
 
 lint: deps
 	.venv/bin/ruff check controlplane tests workers tools gateway/roster_gateway gateway/tests scripts bench

@@ -4,6 +4,7 @@ from ninja import NinjaAPI
 from ninja.errors import ValidationError
 
 from controlplane.core.refusals import invalid_request_body
+from controlplane.egress.journal_route import router as journal_router
 from controlplane.egress.proposals import router as proposals_router
 from controlplane.egress.routes import router as gateway_router
 
@@ -18,3 +19,4 @@ def _invalid_request(request, exc: ValidationError):
 
 api.add_router("/gateway/", gateway_router)
 api.add_router("/gateway/", proposals_router)
+api.add_router("/gateway/", journal_router)

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 for pair in redis-server:redis-server dockerd:docker.io chromium:chromium debootstrap:debootstrap \
-            iptables:iptables pg_ctlcluster:postgresql npm:npm; do
+            iptables:iptables pg_ctlcluster:postgresql npm:npm git:git; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/usr/bin/$cmd" ] || need_apt+=("$pkg")
 done

@@ -27,15 +27,41 @@ healthy() {  # this checkout's stack, all of it, answering
 started=0
 stop_stack() { if [ "$started" = 1 ]; then make down >var/log/demo-down.log 2>&1 || true; fi; }
 trap stop_stack EXIT
+# The demo's upstreams are on host loopback and its grants name 127.0.0.1: the gateway dials them only
+# when its private upstreams list them (an IP literal in a grant is not a listing; README).
+demo_upstreams="127.0.0.1:$model_port,127.0.0.1:$docs_port,127.0.0.1:$ask_port"
+# `make demo AGENT=<preset>`: that preset's agent does the work (controlplane/demo/agents.py); its image
+# layer is built on the box image first (workers/presets/<slug>/build.sh: a no-op when unchanged).
+agent=${AGENT:-reference}
+build_agent() {
+  [ "$agent" = reference ] && return 0
+  build="workers/presets/$agent/build.sh"
+  [ -x "$build" ] || { echo "demo: no preset $agent (make demo AGENT=pi|claude-code|codex|opencode|gemini-cli)" >&2; exit 2; }
+  echo "demo: building the $agent image layer ($build; log var/log/demo-agent-build.log)"
+  if ! "$build" >var/log/demo-agent-build.log 2>&1; then
+    tail -20 var/log/demo-agent-build.log
+    echo "demo: the $agent image could not be built; build it with: ROSTER_BOX_IMAGE=roster-box:latest $build" >&2
+    exit 1
+  fi
+}
+# Gemini CLI peaks above the default 512 MB box (workers/presets/gemini-cli/README.md).
+gemini_memory=1g
+if [ "$agent" = gemini-cli ] && [ -z "${ROSTER_BOX_MEMORY:-}" ]; then export ROSTER_BOX_MEMORY=$gemini_memory; fi
 if healthy; then
   echo "demo: reusing the running stack"
+  unlisted=$(curl -fsS "http://127.0.0.1:$health_port/healthz" | .venv/bin/python scripts/demo_upstreams.py "$demo_upstreams") || {
+    echo "demo: the running gateway does not list the demo's upstreams as private upstreams (missing: $unlisted)," \
+         "so it would refuse them blocked_address. Restart the stack with them listed:" \
+         "make down && ROSTER_GATEWAY_PRIVATE_UPSTREAMS=$demo_upstreams make demo" >&2
+    exit 1
+  }
   workers/build.sh >/dev/null  # the box image with this checkout's agent (a no-op when unchanged)
 else
   echo "demo: starting the stack (make up; log var/log/demo-up.log)"
-  # The demo's upstreams are on host loopback: name them as private upstreams the gateway may dial.
-  export ROSTER_GATEWAY_PRIVATE_UPSTREAMS="${ROSTER_GATEWAY_PRIVATE_UPSTREAMS:+$ROSTER_GATEWAY_PRIVATE_UPSTREAMS,}127.0.0.1:$model_port,127.0.0.1:$docs_port,127.0.0.1:$ask_port"
+  export ROSTER_GATEWAY_PRIVATE_UPSTREAMS="${ROSTER_GATEWAY_PRIVATE_UPSTREAMS:+$ROSTER_GATEWAY_PRIVATE_UPSTREAMS,}$demo_upstreams"
   started=1
   make up >var/log/demo-up.log 2>&1 || { tail -30 var/log/demo-up.log; exit 1; }
 fi
+build_agent
 .venv/bin/python manage.py demo --model-port "$model_port" --docs-port "$docs_port" --ask-port "$ask_port" \
-  --hook-port "$hook_port" --started-at "$began" "$@"
+  --hook-port "$hook_port" --started-at "$began" --agent "$agent" "$@"

@@ -56,6 +56,7 @@ nohup setsid gateway/.venv/bin/mitmdump -q -s gateway/roster_gateway/script.py \
   --set roster_outcome_batch_max="${ROSTER_OUTCOME_BATCH_MAX:-256}" \
   --set roster_budget_wait_ms="${ROSTER_BUDGET_WAIT_MS:-30000}" \
   --set roster_outcome_journal="$PWD/var/gateway/outcomes.jsonl" \
+  --set roster_model_journal="$PWD/var/gateway/model-journal.jsonl" \
   --set roster_body_preview_bytes="${ROSTER_BODY_PREVIEW_BYTES:-4096}" \
   --set roster_max_target_bytes="${ROSTER_DECIDE_MAX_PATH_BYTES:-16384}" \
   --set roster_max_headers="${ROSTER_DECIDE_MAX_HEADERS:-200}" \

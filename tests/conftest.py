@@ -41,6 +41,8 @@ def _gateway_service_token(settings, tmp_path):
     # Never the checkout's var/ checkpoint key and log either.
     settings.ROSTER_AUDIT_CHECKPOINT_KEY_FILE = tmp_path / "checkpoint" / "audit-checkpoint.key"
     settings.ROSTER_AUDIT_CHECKPOINT_LOG = tmp_path / "checkpoint" / "audit-checkpoints.jsonl"
+    # Each test's own knowledge repositories, never the checkout's var/knowledge.
+    settings.ROSTER_KNOWLEDGE_DIR = tmp_path / "knowledge"
 
 
 @pytest.fixture

@@ -43,6 +43,15 @@ class Approval(models.Model):
     # Set when the gateway stopped holding the request; only then does a later approval open a grace pass.
     abandoned_at = models.DateTimeField(null=True, blank=True)
     used_at = models.DateTimeField(null=True, blank=True)
+    # A time-boxed approval (docs/web.md, approvals): the approver also allowed identical requests (same
+    # worker, same grant, same request_digest) until then. Only an approver's decision sets it, never a
+    # grant edit and nothing a box can send; revoking it ends the window early.
+    window_until = models.DateTimeField(null=True, blank=True)
+    window_revoked_at = models.DateTimeField(null=True, blank=True)
+    window_revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                          on_delete=models.PROTECT, related_name="+")
+    # Why it was closed without a decision, when not by its expiry: its run ended (issue 27.4).
+    closed_why = models.CharField(max_length=200, blank=True, default="")
 
     class Meta:
         ordering = ["created_at"]

@@ -32,6 +32,34 @@ class ApprovalCommentInvalid(RosterError):
     """The decision's comment is missing where required, or too long."""
 
 
+class ApprovalWindowInvalid(RosterError):
+    """A time-boxed approval's length is not one the settings allow, or was asked for with a deny."""
+
+
+def window_choices() -> list[int]:
+    """The lengths (minutes) an approver may pick for "allow identical requests for N minutes": 10, 30 and
+    60 up to ROSTER_APPROVAL_WINDOW_MAX_MINUTES, and that maximum itself; none while it is 0."""
+    top = settings.ROSTER_APPROVAL_WINDOW_MAX_MINUTES
+    return sorted({m for m in (10, 30, 60) if m <= top} | ({top} if top else set()))
+
+
+def clean_window(minutes, *, approve: bool) -> int:
+    """0 (this request only) or a length the settings allow; anything else is refused, not rounded."""
+    if minutes in (None, "", 0, "0"):
+        return 0
+    try:
+        value = int(minutes)
+    except (TypeError, ValueError):
+        raise ApprovalWindowInvalid("the time box must be a whole number of minutes") from None
+    if not approve:
+        raise ApprovalWindowInvalid("a time box goes with an approval, not a deny")
+    top = settings.ROSTER_APPROVAL_WINDOW_MAX_MINUTES
+    if not 1 <= value <= top:
+        raise ApprovalWindowInvalid(f"the time box must be 1 to {top} minutes" if top
+                                    else "time-boxed approvals are turned off")
+    return value
+
+
 def clean_comment(comment: str | None, *, approve: bool) -> str:
     """The approver's comment as recorded: control characters dropped (it reaches the box and logs),
     bounded, and required for a deny when ROSTER_APPROVAL_DENY_COMMENT_REQUIRED is on."""
@@ -106,14 +134,17 @@ def approval_open(*, run, grant_id: int | None, grant_slug: str, snapshot: dict,
 
 
 def approval_decide(approval_id, user, approve: bool, channel: str, comment: str = "",
-                    evidence: dict | None = None) -> Approval:
+                    evidence: dict | None = None, window_minutes: int = 0) -> Approval:
     """Decide a held request. `evidence`: where a decision from chat came from (the post's id and the
-    approver's chat id), recorded with it."""
+    approver's chat id), recorded with it. `window_minutes`: a time-boxed approval, which also lets
+    identical requests of the same worker through for that long (approval_window_match); its scope and
+    expiry are recorded with the decision."""
     if user is None or not user.is_active or not user.has_perm(DECIDE_PERMISSION):
         raise PermissionDenied("you may not decide approvals")
     if channel not in Approval.Channel.values:
         raise ValueError(f"unknown approval channel {channel!r}")
     comment = clean_comment(comment, approve=approve)
+    window_minutes = clean_window(window_minutes, approve=approve)
     now = timezone.now()
     with transaction.atomic():
         approval = Approval.objects.select_for_update().select_related("run__worker").get(pk=approval_id)
@@ -131,17 +162,61 @@ def approval_decide(approval_id, user, approve: bool, channel: str, comment: str
         approval.comment = comment
         if approve and approval.abandoned_at is not None:
             approval.grace_until = now + timedelta(seconds=settings.ROSTER_APPROVAL_GRACE_SECONDS)
+        window = None
+        if window_minutes:
+            approval.window_until = now + timedelta(minutes=window_minutes)
+            window = {"minutes": window_minutes, "until": approval.window_until.isoformat(),
+                      "scope": window_scope(approval)}
         approval.save()
         audit_append(
             "approval",
             {"approval": str(approval.pk), "event": "decided", "status": approval.status,
              "by": user.get_username(), "at": now.isoformat(), "channel": channel,
              "grant": approval.grant_slug, "url": url_for_record(approval.request.get("url", "")),
-             "comment": comment, **({"evidence": evidence} if evidence else {})},
+             "comment": comment, **({"evidence": evidence} if evidence else {}),
+             **({"window": window} if window else {})},
             run=approval.run, verdict=approval.status,
         )
         status = approval.status
         transaction.on_commit(lambda: broadcast.approval_changed(str(approval.pk), status))
+    return approval
+
+
+def window_scope(approval: Approval) -> dict:
+    """What a time-boxed approval lets through: requests of this worker (any of its runs) matched by this
+    grant whose request digest (method, exact URL, body digest, bound headers) is this one's."""
+    return {"worker": approval.run.worker.name, "grant": approval.grant_slug,
+            "request_digest": approval.request_digest}
+
+
+def approval_window_match(worker_id: int, digest: str, grant_slug: str,
+                          now: datetime | None = None) -> Approval | None:
+    """The time-boxed approval covering this request, or None: same worker, same grant, same digest,
+    approved (or already used by the request it showed), its window open and not revoked. It is not
+    consumed: the window lets every identical request through until it ends."""
+    now = now or timezone.now()
+    return (Approval.objects.filter(
+        run__worker_id=worker_id, request_digest=digest, grant_slug=grant_slug,
+        status__in=(Approval.Status.APPROVED, Approval.Status.USED), window_until__gt=now,
+        window_revoked_at__isnull=True).select_related("decided_by").order_by("-window_until").first())
+
+
+def approval_window_revoke(approval_id, user) -> Approval:
+    """End a time-boxed approval's window now; the next identical request asks again. Audited."""
+    if user is None or not user.is_active or not user.has_perm(DECIDE_PERMISSION):
+        raise PermissionDenied("you may not revoke approvals")
+    now = timezone.now()
+    with transaction.atomic():
+        approval = Approval.objects.select_for_update().select_related("run__worker").get(pk=approval_id)
+        if approval.window_until is None or approval.window_until <= now or approval.window_revoked_at:
+            raise ApprovalClosed(f"approval {approval_id} has no open time box")
+        approval.window_revoked_at, approval.window_revoked_by = now, user
+        approval.save(update_fields=["window_revoked_at", "window_revoked_by"])
+        audit_append("approval", {"approval": str(approval.pk), "event": "window_revoked",
+                                  "by": user.get_username(), "at": now.isoformat(),
+                                  "was_until": approval.window_until.isoformat(),
+                                  "scope": window_scope(approval)}, run=approval.run)
+        transaction.on_commit(lambda: broadcast.approval_changed(str(approval.pk), approval.status))
     return approval
 
 
@@ -174,12 +249,12 @@ def approval_expire_due(now: datetime | None = None) -> int:
         due = Approval.objects.select_related("run__worker").filter(
             Q(expires_at__lte=now) | ~Q(run__status__in=Run.LIVE_STATUSES), status=Approval.Status.PENDING)
         for approval in due:
-            if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
-                    status=Approval.Status.EXPIRED):
-                continue
             ended = approval.expires_at > now  # not yet due: closed because its run ended
-            event = {"event": "closed", "why": f"run {approval.run_id} ended ({approval.run.status})"} \
-                if ended else {"event": "expired"}
+            why = f"run {approval.run_id} ended ({approval.run.status})" if ended else ""
+            if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
+                    status=Approval.Status.EXPIRED, closed_why=why):
+                continue
+            event = {"event": "closed", "why": why} if ended else {"event": "expired"}
             audit_append("approval", {"approval": str(approval.pk), **event},
                          run=approval.run, verdict=Approval.Status.EXPIRED)
             expired += 1

@@ -1,7 +1,12 @@
-"""How long held requests waited for a person (read-only). A wait runs from the approval's creation to
-its decision; an expired one ends at its expiry (it is expired then even if the sweep has not marked it
-yet); a pending one whose box stopped waiting ends when the gateway let go ("abandoned"); a pending one
-still held has waited until now so far ("waiting")."""
+"""How long held requests made their box wait (read-only), for the held-request chart (issue 27.1: it used
+to count the approval's lifetime, "5 min", for a box the gateway held 60 s).
+
+The box waits from the approval's creation until the first of: the decision, the gateway letting go
+(`abandoned_at`), and the end of the gateway's hold (ROSTER_APPROVAL_HOLD_SECONDS, at most the approval's
+life: the box was refused `approval_expired` then even if the gateway's report of it is missing). How the
+approval ended is the outcome: approved or refused (decided while the box waited, or after it gave up:
+then only an identical retry could use it), expired (nobody decided before its expiry), abandoned (the
+box stopped waiting and the approval is still pending), or waiting (the box is still held)."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import datetime as dt
 import statistics
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.utils import timezone
 
 from controlplane.approvals.models import Approval
@@ -35,20 +41,27 @@ class WaitSummary:
 _FIELDS = ("created_at", "status", "decided_at", "used_at", "expires_at", "abandoned_at", "run__worker__name")
 
 
+def _hold() -> dt.timedelta:
+    seconds = min(settings.ROSTER_APPROVAL_HOLD_SECONDS, settings.ROSTER_APPROVAL_TTL_SECONDS)
+    return dt.timedelta(seconds=seconds)
+
+
 def _ended(row: dict, now: dt.datetime) -> tuple[str, dt.datetime]:
+    """The outcome, and when the box stopped waiting."""
     status = row["status"]
+    box_gone = min(row["abandoned_at"] or row["expires_at"], row["expires_at"], row["created_at"] + _hold())
     if status in (Approval.Status.APPROVED, Approval.Status.USED, Approval.Status.REFUSED):
         outcome = "refused" if status == Approval.Status.REFUSED else "approved"
-        return outcome, row["decided_at"] or row["used_at"] or now
+        return outcome, min(row["decided_at"] or row["used_at"] or now, box_gone)
     if status == Approval.Status.EXPIRED or row["expires_at"] <= now:
-        return "expired", row["expires_at"]
-    if row["abandoned_at"] is not None:
-        return "abandoned", row["abandoned_at"]
+        return "expired", box_gone
+    if box_gone <= now:
+        return "abandoned", box_gone
     return "waiting", now
 
 
 def held_request_waits(since: dt.datetime, now: dt.datetime | None = None) -> list[Wait]:
-    """Every approval created since `since`, oldest first, with how long it waited and how it ended.
+    """Every approval created since `since`, oldest first, with how long its box waited and how it ended.
     Plain rows, not model instances: a busy fortnight holds many approvals."""
     now = now or timezone.now()
     waits = []

@@ -22,8 +22,10 @@ _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 def filtered_records(*, since: dt.datetime | None = None, until: dt.datetime | None = None,
                      worker: str | None = None, run: int | None = None, kind: str | None = None,
-                     verdict: str | None = None) -> QuerySet[AuditRecord]:
+                     verdict: str | None = None, seq: int | None = None) -> QuerySet[AuditRecord]:
     qs = AuditRecord.objects.order_by("seq")
+    if seq is not None:  # one record, as the answer sheet links each fact to it
+        qs = qs.filter(seq=seq)
     if since is not None:
         qs = qs.filter(created_at__gte=since)
     if until is not None:

@@ -25,8 +25,16 @@ KINDS = frozenset({
     "worker_change",
     # The worker's notes (controlplane.memory): written, corrected, forgotten (hashes, never the text).
     "memory",
+    # The worker's knowledge (controlplane.knowledge): a run's change committed, or refused at collection
+    # (paths and hashes, never a file's content).
+    "knowledge",
+    # A repair naming the run it repairs (`repairs`): a run's notes forgotten, its task requeued, its
+    # knowledge commits reverted.
+    "repair",
     # The vault key's rotation (controlplane.vault.rotation): started, resumed, finished; key ids only.
     "vault_key",
+    # The run journal (controlplane.journal): a model call stored, bodies erased (hashes, never bytes).
+    "journal",
     # A signed checkpoint of the chain (controlplane.audit.checkpoints), also in the checkpoint log.
     "checkpoint",
 })

@@ -59,6 +59,8 @@ def effective_status(subject) -> str:
 
 def _decided(subject) -> str:
     status = effective_status(subject)
+    if getattr(subject, "closed_why", ""):  # a held request closed by the sweep: its run ended
+        return f"closed: {subject.closed_why}; no decision is needed any more"
     if status == "pending":
         left = max(0, int((subject.expires_at - timezone.now()).total_seconds()))
         return f"waiting for a decision, {left} s left (until {subject.expires_at:%H:%M:%S} UTC)"
@@ -77,6 +79,7 @@ def approval_post_text(approval: Approval) -> str:
         f"Roster: held request {card.id} of worker {card.worker} (run {card.run_id}, grant "
         f"{card.grant_slug}, data {card.taint}{', untrusted' if card.untrusted else ''})",
         f"Status: {_decided(approval)}",
+        *([f"Why the grant asks: {_line(card.grant_description, 300)}"] if card.grant_description else []),
         "The request, quoted as data:",
         f"    {_line(card.method, 16)} {_line(card.url, 1000)}",
     ]

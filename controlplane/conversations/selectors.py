@@ -28,12 +28,22 @@ def channel_of_run(run: Run) -> Channel | None:
     return message.channel if message is not None else None
 
 
+def input_origin(run: Run) -> Run:
+    """The run whose messages this run's input is drawn from: itself, or for a requeue (a repair: the same
+    task with the same input origin) the run it does again, followed back to the first."""
+    seen = {run.pk}
+    while run.requeue_of_id is not None and run.requeue_of_id not in seen:
+        seen.add(run.requeue_of_id)
+        run = Run.objects.get(pk=run.requeue_of_id)
+    return run
+
+
 def conversation_for_run(run: Run) -> dict | None:
     """What the run's input carries of its conversation: {"channel", "turns", "participants"}, or None for
     a run no message was given to. The turns are the channel's recent history up to the newest message
     given to this run (earlier messages and the worker's own replies as context), oldest first; the
     participants are every speaker of them but the worker, and the room's members the adapter saw."""
-    given = Message.objects.filter(run=run, direction=Message.Direction.INBOUND)
+    given = Message.objects.filter(run=input_origin(run), direction=Message.Direction.INBOUND)
     last = given.order_by("-id").first()
     if last is None:
         return None

@@ -44,3 +44,10 @@ def ensure_roles(**_kwargs) -> None:
     )
     auditors, _ = Group.objects.get_or_create(name=AUDITORS)
     auditors.permissions.set(_auditor_perms())
+
+
+def is_admin(user) -> bool:
+    """An active member of Admins (or a superuser): the one test for acting on a subject's request (memory
+    governance, repairs; docs/memory.md). Approvers and auditors are never admins, staff flag or not."""
+    return bool(getattr(user, "is_active", False) and (
+        user.is_superuser or user.groups.filter(name=ADMINS).exists()))

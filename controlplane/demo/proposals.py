@@ -67,7 +67,8 @@ def report_lines(run: Run, posts: int, mails: int) -> list[str]:
         who = (f"earned-trust rule {p.trust_rule.name}" if p.trust_rule_id
                else p.decided_by.get_username() if p.decided_by_id else "nobody")
         outcome = (p.result or {}).get("summary", "")
-        lines.append(f"  {p.kind} -> {p.destination.name if p.destination_id else 'identity'}: {p.status}"
+        where = p.destination.name if p.destination_id else "the worker itself"
+        lines.append(f"  {p.kind} -> {where}: {p.status}"
                      f" (approved by {who}){f', {outcome}' if outcome else ''}")
     lines.append(f"  delivered: {posts} webhook post(s), {mails} e-mail(s) (the box reached neither server; "
                  "the executors did)")

@@ -124,8 +124,8 @@ def report_lines(run: Run, facts: RunFacts, timeline_url: str) -> list[str]:
     return lines
 
 
-def summary_line(facts: RunFacts, audit_ok: bool) -> str:
+def summary_line(facts: RunFacts, audit_ok: bool, notes: int = 0, commits: int = 0) -> str:
     return (f"demo: {facts.model_calls} model calls, {facts.tokens} tokens metered, {facts.allowed} allowed, "
             f"{facts.denied} denied, {facts.proposals_executed} proposals executed, "
             f"{facts.chat_messages} chat messages relayed, {facts.chat_approvals} chat approvals, "
-            f"audit {'OK' if audit_ok else 'BROKEN'}")
+            f"{notes} notes, {commits} knowledge commits, audit {'OK' if audit_ok else 'BROKEN'}")

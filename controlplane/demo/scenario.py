@@ -18,6 +18,7 @@ from django.contrib.auth.models import Group
 from controlplane.agents.selectors import REFERENCE, preset_get
 from controlplane.agents.services import worker_agent_set
 from controlplane.core.roles import APPROVERS, ensure_roles
+from controlplane.demo.knowledge import note_step
 from controlplane.demo.proposals import email_step
 from controlplane.fleet.models import Worker
 from controlplane.fleet.services import worker_create
@@ -69,6 +70,7 @@ def demo_script(ports: DemoPorts) -> dict:
                                           "payload": {"text": "Release 1.4 Friday; pipeline green."},
                                           "reason": "the task asks to post the summary"}},
         email_step(),
+        note_step(),
         {"say": "Release 1.4 ships on Friday (owner Ana, no blockers), and the deploy pipeline is green. "
                 "The post to the team chat and the e-mail to the team are proposed; the copy to "
                 "exfil.example.net was refused by policy."},
@@ -118,9 +120,10 @@ class Upstreams:
 
 
 @contextlib.contextmanager
-def demo_upstreams(ports: DemoPorts, key: str) -> Iterator[Upstreams]:
-    """The scripted model, the two sites and the webhook, in threads of this process, on host loopback."""
-    script = script_parse(demo_script(ports))
+def demo_upstreams(ports: DemoPorts, key: str, steps: dict | None = None) -> Iterator[Upstreams]:
+    """The scripted model (`steps`: its script, else the reference agent's), the two sites and the
+    webhook, in threads of this process, on host loopback."""
+    script = script_parse(steps or demo_script(ports))
     webhook: list[bytes] = []
     with scripted_model_server(script, key, host=HOST, port=ports.model) as (_, model), \
             _site(ports.docs, DOCS), _site(ports.ask, STATUS), _site(ports.hook, {}, webhook):
@@ -133,22 +136,26 @@ def _grant(slug: str, data: dict) -> Grant:
     return grant
 
 
-def demo_setup(ports: DemoPorts, key: str) -> tuple[Worker, list[Grant]]:
+def demo_setup(ports: DemoPorts, key: str, *, model_grant: dict | None = None,
+               with_ask: bool = True) -> tuple[Worker, list[Grant]]:
     """The demo worker (its agent: the reference agent on the scripted model), its model key and exactly
-    its three grants (any other grant of it is removed)."""
+    its three grants (any other grant of it is removed). `model_grant`: another preset's paths and key
+    header (controlplane.demo.agents); `with_ask`: the status page held for approval."""
     worker = Worker.objects.filter(name=WORKER).first() or worker_create(
         WORKER, description="make demo: the reference agent against the scripted model")
     secret_set(MODEL_SECRET, key, kind="openai")
+    model = {"paths": ["/v1/chat/completions"], "inject_header": "authorization",
+             "inject_format": "Bearer {secret}", **(model_grant or {})}
     grants = [
         _grant(MODEL_GRANT, {"description": "the model API, key injected, inputs traced", "host": HOST,
-                             "port": ports.model, "methods": ["POST"], "paths": ["/v1/chat/completions"],
-                             "secret": MODEL_SECRET, "inject_header": "authorization",
-                             "inject_format": "Bearer {secret}", "trace": True, "cost_per_call": 2000}),
+                             "port": ports.model, "methods": ["POST"], "secret": MODEL_SECRET, "trace": True,
+                             "cost_per_call": 2000, **model}),
         _grant(DOCS_GRANT, {"description": "the project notes", "host": HOST, "port": ports.docs,
                             "methods": ["GET"], "paths": ["/docs/**"]}),
-        _grant(ASK_GRANT, {"description": "the status page, each request approved by a human", "host": HOST,
-                           "port": ports.ask, "methods": ["GET"], "mode": "ask"}),
     ]
+    if with_ask:
+        grants.append(_grant(ASK_GRANT, {"description": "the status page, each request approved by a human",
+                                         "host": HOST, "port": ports.ask, "methods": ["GET"], "mode": "ask"}))
     # The relay starts the worker's agent (its preset) for a room's message: the reference agent, told to
     # use the scripted model.
     worker_agent_set(worker, preset_get(REFERENCE), model=SCRIPTED_MODEL,

@@ -86,6 +86,9 @@ def box_environment(run: Run, network: BoxNetwork, token: str, sentinels: dict[s
     return env
 
 
+KNOWLEDGE_MOUNT = "/knowledge"
+
+
 def box_mounts(dirs: RunDirs) -> list[Mount]:
     gateway_ca = str(dirs.gateway_ca)
     return [
@@ -94,6 +97,10 @@ def box_mounts(dirs: RunDirs) -> list[Mount]:
         Mount(BOX_CA_BUNDLE, str(dirs.ca_bundle), type="bind", read_only=True),
         Mount(BOX_GATEWAY_CA, gateway_ca, type="bind", read_only=True),
         Mount("/usr/local/share/ca-certificates/roster-gateway.crt", gateway_ca, type="bind", read_only=True),
+        # The run's plain checkout of its worker's knowledge: read-only for a run that carried conversation
+        # content, so no person-data reaches the world store through it (docs/knowledge.md).
+        *([Mount(KNOWLEDGE_MOUNT, str(dirs.knowledge), type="bind", read_only=not dirs.knowledge_writable)]
+          if dirs.knowledge is not None else []),
     ]
 
 
@@ -195,6 +202,8 @@ def box_outcome(container, collector: OutputCollector, exit_code: int | None, *,
         oom = bool(state.get("OOMKilled"))
         if exit_code is None and state.get("Status") in ("exited", "dead"):
             exit_code = state.get("ExitCode")
+    if exit_code is not None:  # exited: its log is all it will ever print
+        collector.take_tail_from_log()
     pieces = collector.pieces()
     return BoxOutcome(exit_code=exit_code, timed_out=timed_out, oom_killed=oom,
                       output="".join(text for _, text in pieces), truncated=collector.truncated,

@@ -118,11 +118,52 @@ class OutputCollector(threading.Thread):
             self.truncated = True
         self.stop()
 
+    def take_tail_from_log(self) -> None:
+        """After the box exited: Docker can close an attached stream before it has passed on the last bytes
+        a box wrote as it exited; its log, read now, has them. The log is taken only where it extends what
+        was read exactly (same bytes, same sources, from byte 0): then its start was not rotated away, so it
+        is the box's whole output, and whatever was read can only grow, never change."""
+        if not self.attached or self.size >= self.max_bytes:
+            return
+        try:
+            logged: list[tuple[str, bytes]] = []
+            for frame in self.open_log(self.container, False):
+                for source, data in _frame_parts(frame):
+                    if logged and logged[-1][0] == source:
+                        logged[-1] = (source, logged[-1][1] + data)
+                    else:
+                        logged.append((source, data))
+        except (docker.errors.DockerException, requests.RequestException, OSError):
+            return
+        if not _extends(logged, self.chunks):
+            return
+        self.chunks, self.size, self.truncated = [], 0, False
+        for source, data in logged:
+            room = self.max_bytes - self.size
+            if len(data) > room:
+                if room:
+                    self._keep(source, data[:room])
+                self.truncated = True
+                break
+            self._keep(source, data)
+        self.complete = True
+
     def pieces(self) -> list[tuple[str, str]]:
         return decoded_pieces(list(self.chunks))
 
     def text(self) -> str:
         return "".join(text for _, text in self.pieces())
+
+
+def _extends(longer: list[tuple[str, bytes]], shorter: list[tuple[str, bytes]]) -> bool:
+    """Whether `shorter` (merged chunks) is where `longer` (merged chunks) starts."""
+    if not shorter:
+        return True
+    if len(longer) < len(shorter) or longer[:len(shorter) - 1] != shorter[:-1]:
+        return False
+    last_source, last = shorter[-1]
+    source, data = longer[len(shorter) - 1]
+    return source == last_source and data.startswith(last)
 
 
 def decoded_pieces(chunks: Iterable[tuple[str, bytes]]) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ import contextlib
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from django.conf import settings
@@ -20,6 +20,7 @@ from controlplane.agents.spec import file_path_problem
 from controlplane.dispatch.agentbox import BoxPlan
 from controlplane.dispatch.runinput import RunInput, prompt_text, run_input_document
 from controlplane.fleet.models import Run
+from controlplane.knowledge.checkout import checkout_write
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class RunDirs:
     config: Path
     ca_bundle: Path
     gateway_ca: Path
+    knowledge: Path | None = None  # the run's knowledge checkout (controlplane.knowledge.checkout)
+    knowledge_writable: bool = False
 
 
 def run_dirs_path(run_id: int) -> Path:
@@ -87,6 +90,10 @@ def run_dirs_create(run: Run, run_input: RunInput | None = None, plan: BoxPlan |
     for path, text in files.items():
         path.write_text(text)
         os.chmod(path, 0o644)  # noqa: S103 - public data the box must read
+    if run_input.document.get("knowledge"):
+        writable = checkout_write(run.pk, root / "knowledge")
+        if writable is not None:
+            dirs = replace(dirs, knowledge=root / "knowledge", knowledge_writable=writable)
     return dirs
 
 

@@ -18,6 +18,7 @@ from django.conf import settings
 from controlplane.conversations.selectors import conversation_for_run
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_fix_input
+from controlplane.knowledge.checkout import checkout_open
 from controlplane.memory.selectors import notes_in_scope, recalled
 
 ROLES = ("member", "owner", "approver", "worker")
@@ -119,14 +120,18 @@ def conversation_of(run: Run) -> Conversation | None:
 
 def run_input_assemble(run: Run, conversation: Conversation | None = None) -> RunInput:
     """Build the run's input and fix on the run what it carried (audited, once). The notes recalled are
-    those in the run's scope (controlplane.memory.selectors: P3)."""
+    those in the run's scope (controlplane.memory.selectors: P3); the knowledge checkout is the worker's head,
+writable only for a run without conversation content (controlplane.knowledge.checkout)."""
     people = [str(p.get("id")) for p in (conversation.participants if conversation else [])
               if isinstance(p, dict) and p.get("id")]
     notes = recalled(notes_in_scope(run.worker_id, conversation.channel if conversation else None, people))
-    document = run_input_document(run, conversation, notes)
-    run_input = RunInput(document=document, prompt=prompt_text(document))
     carried = conversation is not None and bool(conversation.turns)
+    # The checkout's mode follows from the same fact: a run that carried conversation content reads its
+    # knowledge and cannot write it (the mount is read-only: docs/knowledge.md).
+    knowledge = checkout_open(run, writable=not carried)
+    document = run_input_document(run, conversation, notes, knowledge)
+    run_input = RunInput(document=document, prompt=prompt_text(document))
     participants = conversation.participants if conversation is not None else []
     run_fix_input(run.pk, carries_conversation=carried, participants=participants,
-                  input_sha256=run_input.sha256, notes=[n["id"] for n in notes])
+                  input_sha256=run_input.sha256, notes=[n["id"] for n in notes], knowledge=knowledge)
     return run_input

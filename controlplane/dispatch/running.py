@@ -25,13 +25,14 @@ from controlplane.dispatch import admission, agentbox, box, preflight
 from controlplane.dispatch.answers import run_answer
 from controlplane.dispatch.budget import budget_refusal
 from controlplane.dispatch.engine import box_labels, docker_client
-from controlplane.dispatch.rundirs import run_dirs_create, run_dirs_remove
+from controlplane.dispatch.rundirs import run_dirs_create, run_dirs_path, run_dirs_remove
 from controlplane.dispatch.runinput import conversation_of, run_input_assemble
 from controlplane.dispatch.sentinels import sentinel_environment
 from controlplane.fleet.models import Run
 from controlplane.fleet.output import output_pieces, stdout_text
 from controlplane.fleet.services import RunStateError, run_set_status
 from controlplane.fleet.tokens import token_new
+from controlplane.knowledge.checkout import checkout_collect
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +197,19 @@ def box_done(client, run_id: int, outcome: box.BoxOutcome) -> None:
     run_finish(run_id, outcome)
     with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
         box.box_remove(client, run_id)
+    knowledge_collect(run_id)
     run_dirs_remove(run_id)
+
+
+def knowledge_collect(run_id: int) -> None:
+    """The box is gone: what it left in a writable knowledge checkout becomes a knowledge_change proposal
+    (controlplane.knowledge.checkout). A failure here is logged and never undoes the run's outcome."""
+    try:
+        outcome = checkout_collect(run_id, run_dirs_path(run_id) / "knowledge")
+        if outcome:
+            log.info("run %s: knowledge %s", run_id, outcome)
+    except Exception:
+        log.exception("run %s: collecting its knowledge checkout failed", run_id)
 
 
 def _cleanup(client, run_id: int) -> None:

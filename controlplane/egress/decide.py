@@ -14,6 +14,7 @@ from django.utils import timezone
 from controlplane.approvals.services import (
     approval_consume_grace,
     approval_open,
+    approval_window_match,
     request_digest,
     request_snapshot,
 )
@@ -33,6 +34,7 @@ from controlplane.egress.request import EgressRequest, new_decision_id
 from controlplane.fleet.models import Run
 from controlplane.fleet.selectors import live_run_for_token
 from controlplane.fleet.tokens import token_address_problem
+from controlplane.ledger.services import budget_refusal
 from controlplane.policy import engine
 from controlplane.policy.engine import DenyReason, Verdict
 from controlplane.vault.models import Secret
@@ -140,7 +142,7 @@ def _sentinel_ids(req: EgressRequest) -> frozenset[int]:
 def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, decision_id: str,
                      sentinel_ids: frozenset[int], now: datetime, state: PolicyState,
                      may_wait: bool = False) -> EgressAnswer:
-    approval = granted = budget = None
+    approval = granted = budget = window = None
     # Only a plain allow may come back undecided to wait for budget: the reservation is then its first
     # write, so nothing is left behind (an ask has consumed a grace approval or opened one by then).
     may_wait = may_wait and decision.verdict == Verdict.ALLOW
@@ -149,10 +151,23 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
     if decision.verdict == Verdict.ASK:
         digest = request_digest(req.method, req.exact_url, req.body_sha256, req.headers)
         granted = approval_consume_grace(run.pk, digest, decision.grant.slug, now)
+        window = None if granted else approval_window_match(run.worker_id, digest, decision.grant.slug, now)
         if granted is not None:
             decision = engine.allow_approved(
                 decision.grant, f"approved before ({granted.pk}); this identical request passes once"
             )
+        elif window is not None:
+            # A time-boxed approval: the approver's decision, named on this allow's record.
+            granted = window
+            who = window.decided_by.get_username() if window.decided_by_id else "an approver"
+            decision = engine.allow_approved(
+                decision.grant, f"identical requests allowed by {who} until {window.window_until.isoformat()}"
+                                f" (time-boxed approval {window.pk})")
+        elif (over := budget_refusal(run.worker, int(decision.grant.cost_per_call), req.model_call)):
+            # Over budget already: a person's yes would be refused by the cap, so nobody is asked.
+            decision = engine.deny(DenyReason.OVER_BUDGET, f"{over.message}; not put to an approver: "
+                                                           "approving could not let it through")
+            budget = over.as_dict()
         else:
             approval = approval_open(run=run, grant_id=decision.grant.id, grant_slug=decision.grant.slug,
                                      snapshot=_snapshot(req, sentinel_ids), now=now, digest=digest)
@@ -169,6 +184,7 @@ def _commit_decision(run: Run, req: EgressRequest, decision: engine.Decision, de
     audit_decision(decision, decision_id, run=run, method=req.method, url=req.url, extra={
         "body_sha256": req.body_sha256, "body_size": req.body_size, "mcp": mcp_for_record(req.mcp),
         "approval": str((approval or granted).pk) if (approval or granted) else None, "budget": budget,
+        **({"approval_window_until": window.window_until.isoformat()} if window else {}),
     })
     if decision.tripwire:
         slug = decision.grant.slug if decision.grant else None

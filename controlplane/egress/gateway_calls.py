@@ -47,7 +47,7 @@ def egress_request(body: DecideIn) -> EgressRequest:
 
 def outcome_items(body: OutcomesIn) -> list[tuple]:
     return [(o.decision_id, o.status, o.request_bytes, o.response_bytes, o.error, o.scrubbed,
-             o.usage.usage() if o.usage else None)
+             o.usage.usage() if o.usage else None, o.response_sha256)
             for o in body.outcomes]
 
 

@@ -28,3 +28,9 @@ def gateway_limits() -> dict[str, int | str]:
         "budget_wait_ms": settings.ROSTER_BUDGET_WAIT_MS,
         "proposals_host": settings.ROSTER_PROPOSALS_HOST,
     }
+
+
+# The optional outcome fields this control plane takes beyond the base outcome (docs/wire.md, POST
+# /outcome); its health answer names them, and the gateway sends only those (outcomes are strict: an
+# unknown field refuses the whole batch).
+OUTCOME_FIELDS = ("response_sha256",)

@@ -32,13 +32,16 @@ class OutcomeConflict(RosterError):
 
 
 def outcome_report(decision_id: str, status: int, request_bytes: int, response_bytes: int,
-                   error: str = "", scrubbed: int = 0, usage: TokenUsage | None = None) -> None:
-    """Settle the reservation with the real bytes. The run's taint was raised by the decision itself
-    (controlplane.egress.decide), so an outcome that is late, lost or never sent lowers nothing.
-    `scrubbed` > 0 (echoes of the injected secret the gateway removed from the response) is audited as
-    a tripwire in the same transaction."""
+                   error: str = "", scrubbed: int = 0, usage: TokenUsage | None = None,
+                   response_sha256: str | None = None) -> None:
+    """Settle the reservation with the real bytes (and the response body's digest, when the gateway
+    sent one: it goes on the run decision and the settle's `spend` audit record). The run's taint was
+    raised by the decision itself (controlplane.egress.decide), so an outcome that is late, lost or never
+    sent lowers nothing. `scrubbed` > 0 (echoes of the injected secret the gateway removed from the
+    response) is audited as a tripwire in the same transaction."""
     with transaction.atomic():
-        _settle_outcome(decision_id, status, request_bytes, response_bytes, scrubbed, usage)
+        _settle_outcome(decision_id, status, request_bytes, response_bytes, scrubbed, usage,
+                        response_sha256)
 
 
 OUTCOME_RESULTS = {OutcomeUnknown: "unknown", OutcomeConflict: "already_settled"}
@@ -70,16 +73,19 @@ def outcomes_report(outcomes: Sequence[tuple]) -> list[str]:
 
 
 def _settle_one(decision_id: str, status: int, request_bytes: int, response_bytes: int, error: str,
-                scrubbed: int = 0, usage: TokenUsage | None = None) -> str:
+                scrubbed: int = 0, usage: TokenUsage | None = None,
+                response_sha256: str | None = None) -> str:
     try:
-        _settle_outcome(decision_id, status, request_bytes, response_bytes, scrubbed, usage)
+        _settle_outcome(decision_id, status, request_bytes, response_bytes, scrubbed, usage,
+                        response_sha256)
     except (OutcomeUnknown, OutcomeConflict) as exc:
         return OUTCOME_RESULTS[type(exc)]
     return "ok"
 
 
 def _settle_outcome(decision_id: str, status: int, request_bytes: int, response_bytes: int,
-                    scrubbed: int = 0, usage: TokenUsage | None = None) -> None:
+                    scrubbed: int = 0, usage: TokenUsage | None = None,
+                    response_sha256: str | None = None) -> None:
     record = run_decision_for_outcome(decision_id)
     if record is None:
         raise OutcomeUnknown(decision_id)
@@ -87,12 +93,12 @@ def _settle_outcome(decision_id: str, status: int, request_bytes: int, response_
     if outcome_at is not None:
         raise OutcomeConflict(decision_id)
     try:
-        settle(decision_id, request_bytes, response_bytes, usage)
+        settle(decision_id, request_bytes, response_bytes, usage, response_sha256=response_sha256)
     except UnknownDecision as exc:
         raise OutcomeUnknown(decision_id) from exc
     except AlreadySettled as exc:
         raise OutcomeConflict(decision_id) from exc
-    run_decision_mark_outcome(record_id, status)
+    run_decision_mark_outcome(record_id, status, response_sha256 or "")
     if scrubbed > 0:
         _audit_echo(decision_id, run_id, grant_slug, secret_name, url, scrubbed)
 

@@ -17,8 +17,8 @@ from controlplane.vault.models import Secret
 _GRANT_COLUMNS = (
     "id", "slug", "worker_id", "methods", "schemes", "host", "port", "paths", "mcp_tools", "mode",
     "max_taint", "result_class", "untrusted", "expires_at", "secret_id", "secret__name", "inject_header",
-    "inject_format", "cost_per_call", "tunnel", "trace", "enabled", "header_conditions", "max_body_size",
-    "wire", "updated_at",
+    "inject_format", "cost_per_call", "tunnel", "trace", "journal", "enabled", "header_conditions",
+    "max_body_size", "wire", "updated_at",
 )
 _compiled_rules: dict[str, engine.GrantRule] = {}
 

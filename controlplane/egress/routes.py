@@ -22,7 +22,7 @@ from controlplane.egress import outcomes
 from controlplane.egress.approval_wait import wait_for_approval
 from controlplane.egress.budget_wait import SETTLED
 from controlplane.egress.db_thread import on_db_thread
-from controlplane.egress.limits import gateway_limits
+from controlplane.egress.limits import OUTCOME_FIELDS, gateway_limits
 from controlplane.egress.schemas import (
     ErrorOut,
     HealthOut,
@@ -88,7 +88,8 @@ async def outcome(request, body: OutcomeIn):
 def _outcome(body: OutcomeIn) -> Status:
     try:
         outcomes.outcome_report(body.decision_id, body.status, body.request_bytes, body.response_bytes,
-                               body.error, body.scrubbed, body.usage.usage() if body.usage else None)
+                               body.error, body.scrubbed, body.usage.usage() if body.usage else None,
+                               body.response_sha256)
     except outcomes.OutcomeUnknown:
         return Status(404, {"detail": "no allowed decision with this id"})
     except outcomes.OutcomeConflict:
@@ -128,7 +129,7 @@ def _health() -> Status:
             cursor.fetchone()
     except Exception:  # noqa: BLE001 - any database trouble is "not healthy"
         return Status(503, {"ok": False})
-    return Status(200, {"ok": True, "limits": gateway_limits()})
+    return Status(200, {"ok": True, "limits": gateway_limits(), "outcome_fields": list(OUTCOME_FIELDS)})
 
 
 __all__ = ["router", "HttpError"]

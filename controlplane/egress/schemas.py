@@ -50,7 +50,7 @@ ModelName = Annotated[StrictStr, Field(max_length=200)]
 class ModelCallIn(Strict):
     """A model call's facts as the gateway read them from the request (docs/wire.md)."""
 
-    api: Literal["chat", "responses", "messages"]
+    api: Literal["chat", "responses", "messages", "gemini"]
     model: ModelName
     stream: StrictBool
     max_output_tokens: Annotated[StrictInt, Field(ge=1, le=2**53)] | None
@@ -145,6 +145,7 @@ class DecideOut(Strict):
     grant: str | None
     tunnel: bool
     trace: bool
+    journal_max_bytes: int
     inject: list[InjectOut]
     replace: list[ReplaceOut]
     approval_id: str | None
@@ -174,6 +175,9 @@ class OutcomeIn(Strict):
     # Echoes of the injected secret the gateway replaced in the response; > 0 is audited as a tripwire.
     scrubbed: NonNegative = 0
     usage: UsageIn | None = None  # a model call's usage; absent or not known settles its worst case
+    # SHA-256 of the response body as the upstream sent it (streamed ones hashed as they pass); optional:
+    # a gateway that predates it, or one that has not yet read this control plane's health, sends none.
+    response_sha256: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
 
 
 class OutcomesIn(Strict):
@@ -212,6 +216,9 @@ class LimitsOut(Strict):
 class HealthOut(Strict):
     ok: bool
     limits: LimitsOut | None = None
+    # The optional outcome fields this control plane takes (docs/wire.md): a gateway sends one only when
+    # it is named here, so a newer gateway still settles against an older control plane.
+    outcome_fields: list[str] | None = None
 
 
 class ErrorOut(Strict):

@@ -5,6 +5,8 @@ added on one side cannot be missed on the other."""
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from controlplane.egress.answer import Concluded, EgressAnswer
 from controlplane.metrics.decisions import count_decision
 from controlplane.policy.engine import DenyReason, Verdict
@@ -44,6 +46,10 @@ def answer_body(answer: EgressAnswer) -> dict:
         "grant": grant.slug if grant else None,
         "tunnel": bool(allowed and grant.tunnel),
         "trace": bool(allowed and grant.trace),
+        # The run journal (docs/journal.md): the gateway journals a model call under an allow that says
+        # how many bytes of each body to keep; 0 when the grant's journal is off or it is a tunnel.
+        "journal_max_bytes": (settings.ROSTER_JOURNAL_MAX_BODY_BYTES
+                              if allowed and grant.journal and not grant.tunnel else 0),
         "inject": list(answer.inject) if allowed else [],
         "replace": list(answer.replace) if allowed else [],
         "approval_id": answer.approval_id,

@@ -80,6 +80,10 @@ class Run(models.Model):
     # The agent's final answer, taken on the trusted side from the output by the run's answer rule
     # (controlplane.dispatch.answers); "" when the rule found none. Content from the box: untrusted.
     answer = models.TextField(blank=True, default="")
+    # A repair (docs/memory.md, "Repair"): the ended run whose task this one does again, with the same
+    # input origin (its conversation is the original's: controlplane.conversations.selectors).
+    requeue_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="requeues")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -114,6 +118,9 @@ class RunDecision(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     outcome_at = models.DateTimeField(null=True, blank=True)
     outcome_status = models.IntegerField(null=True, blank=True)
+    # SHA-256 of the response body as the upstream sent it, from the outcome (empty: none reported, an
+    # older gateway's outcome or no response); the answer sheet shows it beside the URL (docs/audit.md).
+    response_sha256 = models.CharField(max_length=64, blank=True, default="")
     traced = models.BooleanField(default=False)
 
 

@@ -125,7 +125,7 @@ def run_raise_taint(run_id: int, result_class: int, untrusted: bool) -> Run:
 
 
 def run_fix_input(run_id: int, *, carries_conversation: bool, participants: list[dict],
-                  input_sha256: str, notes: list[int] | None = None) -> Run:
+                  input_sha256: str, notes: list[int] | None = None, knowledge: dict | None = None) -> Run:
     """Record what the run's input carried, once, when dispatch assembles it (before the box starts):
     whether it holds conversation content and who was in the room. Audited as `run_input`; a second call
     for the same run is refused, so no later step can launder a run into a clean one."""
@@ -145,7 +145,10 @@ def run_fix_input(run_id: int, *, carries_conversation: bool, participants: list
             {"run": run.pk, "worker": run.worker.name, "carries_conversation": run.carries_conversation,
              "participants": clean, "input_sha256": input_sha256,
              # the ids of the notes recalled into it (their text is memory's, and can be forgotten)
-             "notes": [int(n) for n in notes or []]},
+             "notes": [int(n) for n in notes or []],
+             # the knowledge checkout it was given: the commit, and whether it could write (docs/knowledge.md)
+             "knowledge": ({"commit": str(knowledge.get("commit", "")),
+                            "writable": bool(knowledge.get("writable"))} if knowledge else None)},
             run=run, worker=run.worker,
         )
     return run

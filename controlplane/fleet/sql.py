@@ -32,11 +32,12 @@ _LIVE_RUN_ONLY_SQL = _LIVE_RUN_SQL.format(version="")
 _RUN_DECISION_TABLE = RunDecision._meta.db_table
 _INSERT_RUN_DECISION_SQL = (
     f"INSERT INTO {_RUN_DECISION_TABLE} (decision_id, run_id, grant_slug, result_class, untrusted, "
-    "trace, method, url, created_at, traced, secret_name) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+    "trace, method, url, created_at, traced, secret_name, response_sha256) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '')")
 _RUN_DECISION_FOR_OUTCOME_SQL = (f"SELECT id, outcome_at, run_id, grant_slug, secret_name, url "
                                  f"FROM {_RUN_DECISION_TABLE} WHERE decision_id = %s")
-_MARK_OUTCOME_SQL = f"UPDATE {_RUN_DECISION_TABLE} SET outcome_at = %s, outcome_status = %s WHERE id = %s"
+_MARK_OUTCOME_SQL = (f"UPDATE {_RUN_DECISION_TABLE} SET outcome_at = %s, outcome_status = %s, "
+                     "response_sha256 = %s WHERE id = %s")
 
 
 def live_run_by_token_hash(digest: str, *, with_policy_version: bool = False) -> Run | None:
@@ -80,8 +81,8 @@ def run_decision_for_outcome(decision_id: str) -> tuple | None:
         return cur.fetchone()
 
 
-def run_decision_mark_outcome(record_id: int, status: int) -> None:
+def run_decision_mark_outcome(record_id: int, status: int, response_sha256: str = "") -> None:
     conn = current_connection()
     with conn.cursor() as cur:
         cur.execute(_MARK_OUTCOME_SQL,
-                    [conn.ops.adapt_datetimefield_value(timezone.now()), status, record_id])
+                    [conn.ops.adapt_datetimefield_value(timezone.now()), status, response_sha256, record_id])

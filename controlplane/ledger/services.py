@@ -80,6 +80,16 @@ def _first_broken_cap(worker: Worker, cost_micro: int, model: ModelPlan | None) 
     return first_held
 
 
+def budget_refusal(worker: Worker, cost_micro: int,
+                   model_call: ModelCallFacts | None = None) -> OverBudget | None:
+    """The cap that would refuse this call for good (not one only held by calls in flight), read without
+    writing: an `ask` checks it before opening an approval, since approving could not let the call through
+    (issue 27.4: refuse first rather than put a question to a person whose yes would be refused)."""
+    model = model_spend.plan(model_call) if model_call is not None else None
+    over = _first_broken_cap(worker, cost_micro, model)
+    return over if over is not None and not over.waitable else None
+
+
 def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin,
              model_call: ModelCallFacts | None = None) -> Reservation | OverBudget:
     conn = current_connection()
@@ -129,7 +139,7 @@ def reserve(*, worker, run, grant_slug: str, decision_id: str, cost_micro: int,
 
 
 def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: TokenUsage | None,
-            overdue: bool = False) -> None:
+            overdue: bool = False, response_sha256: str | None = None) -> None:
     _serialise()
     lines = sql.lines_of_decision(decision_id)
     reserved = [line for line in lines if line[0] == SpendLine.Kind.RESERVE]
@@ -143,6 +153,8 @@ def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: To
                        sql.adapted_time(timezone.now())]])
     record = {"op": "settle", "decision_id": decision_id, "grant": grant_slug,
               "request_bytes": request_bytes, "response_bytes": response_bytes, "bytes": total}
+    if response_sha256:  # the outcome's digest of the response body, on the record that settles it
+        record["response_sha256"] = response_sha256
     if overdue:  # no outcome arrived in time: its bytes are not known, a model call's worst case stands
         record.update({"overdue": True, "flagged": True})
     # Only a model call reserves tokens (see _reserve): any other call has no model reservation to look up.
@@ -156,7 +168,8 @@ def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: To
 
 
 def settle(decision_id: str, request_bytes: int, response_bytes: int,
-           usage: TokenUsage | None = None, *, overdue: bool = False) -> None:
+           usage: TokenUsage | None = None, *, overdue: bool = False,
+           response_sha256: str | None = None) -> None:
     """Record the bytes of a reserved call once it has happened, and for a model call the tokens and
     money it used (`usage` None or not known: its reserved worst case, flagged). Raises UnknownDecision
     or AlreadySettled (both LedgerError); nothing is written then."""
@@ -164,4 +177,4 @@ def settle(decision_id: str, request_bytes: int, response_bytes: int,
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer")
     with in_transaction():
-        return _settle(decision_id, request_bytes, response_bytes, usage, overdue)
+        return _settle(decision_id, request_bytes, response_bytes, usage, overdue, response_sha256)

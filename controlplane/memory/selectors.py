@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from django.db.models import Q
 
+from controlplane.conversations.models import Message
+from controlplane.fleet.models import Run
 from controlplane.memory.models import Note
 
 
@@ -15,8 +17,12 @@ def notes_in_scope(worker_id: int, channel: str | None, people: list[str]) -> li
         scope |= Q(scope=Note.Scope.CHANNEL, channel=channel)
         if people:
             scope |= Q(scope=Note.Scope.PERSON, channel=channel, person__in=people)
-    return list(Note.objects.filter(worker_id=worker_id, forgotten_at__isnull=True).filter(scope)
-                .select_related("worker").order_by("created_at", "id"))
+    return list(
+        Note.objects.filter(worker_id=worker_id, forgotten_at__isnull=True)
+        .filter(scope)
+        .select_related("worker")
+        .order_by("created_at", "id")
+    )
 
 
 def recalled(notes: list[Note]) -> list[dict]:
@@ -28,3 +34,36 @@ def notes_about_person(person: str) -> list[Note]:
     """Everything held about one person, for an admin acting on their request (forgotten ones included,
     without text, so the admin sees what was erased and when)."""
     return list(Note.objects.filter(person=person).select_related("worker").order_by("created_at", "id"))
+
+
+def notes_listed(*, person: str = "", channel: str = "", worker: str = "", run: int | None = None):
+    """The governance list (web and `memory list`): every note, forgotten ones too, oldest first."""
+    notes = Note.objects.select_related("worker", "written_by_run").order_by("created_at", "id")
+    if person:
+        notes = notes.filter(person=person)
+    if channel:
+        notes = notes.filter(channel=channel)
+    if worker:
+        notes = notes.filter(worker__name=worker)
+    if run is not None:
+        notes = notes.filter(written_by_run_id=run)
+    return notes
+
+
+def subject_access(person: str, limit: int = 500) -> dict:
+    """Everything Roster holds about one person, for an admin answering their request: the notes about
+    them, the runs they were in the room of, and the messages they sent in conversations (the messages are
+    the conversation's record, docs/conversations.md; forgetting a person forgets their notes)."""
+    # The JSON text narrows (SQLite has no JSON containment); the ids are then compared exactly.
+    candidates = (
+        Run.objects.filter(participants__icontains=person).select_related("worker").order_by("-id")[:limit]
+    )
+    runs = [
+        r for r in candidates if any(isinstance(p, dict) and p.get("id") == person for p in r.participants)
+    ]
+    messages = (
+        Message.objects.filter(speaker_id=person, direction=Message.Direction.INBOUND)
+        .select_related("channel", "run")
+        .order_by("-id")[:limit]
+    )
+    return {"notes": notes_about_person(person), "runs": runs, "messages": list(messages)}

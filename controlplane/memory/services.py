@@ -14,6 +14,7 @@ from django.utils import timezone
 from controlplane.audit.services import audit_append
 from controlplane.core.errors import RosterError
 from controlplane.fleet.models import Run, Worker
+from controlplane.journal.services import erase_text
 from controlplane.memory.models import Note
 from controlplane.proposals.models import Proposal
 
@@ -87,6 +88,8 @@ def note_forget(note_id: int, *, by: str, reason: str = "") -> Note:
         note = Note.objects.select_for_update().select_related("worker").get(pk=note_id)
         if note.forgotten_at:
             return note
+        # The text may have reached a model in a run's input: cut from the journal's bodies too.
+        erase_text(note.text, reason=f"note {note.pk} forgotten")
         note.text = ""
         note.forgotten_at, note.forgotten_by, note.forgotten_reason = timezone.now(), by, reason[:300]
         note.save(update_fields=["text", "forgotten_at", "forgotten_by", "forgotten_reason"])
@@ -116,11 +119,17 @@ def notes_forget_person(person: str, *, by: str, reason: str = "") -> int:
 
 
 def notes_forget_run(run_id: int, *, by: str, reason: str = "") -> int:
-    """Repair: every note a run wrote, forgotten (names the run it repairs)."""
-    ids = list(Note.objects.filter(written_by_run_id=run_id, forgotten_at__isnull=True)
-               .values_list("pk", flat=True))
-    for note_id in ids:
-        note_forget(note_id, by=by, reason=reason or f"repair of run {run_id}")
+    """Repair: every note a run wrote, forgotten, and one `repair` record naming the run it repairs (with
+    the notes' ids), all in one transaction."""
+    with transaction.atomic():
+        run = Run.objects.select_related("worker").get(pk=run_id)
+        ids = list(Note.objects.filter(written_by_run_id=run_id, forgotten_at__isnull=True)
+                   .values_list("pk", flat=True))
+        for note_id in ids:
+            note_forget(note_id, by=by, reason=reason or f"repair of run {run_id}")
+        audit_append("repair", {"action": "forget_notes", "repairs": run_id, "run": run_id,
+                                "worker": run.worker.name, "notes": ids, "by": by, "reason": reason[:300]},
+                     run=run, worker=run.worker)
     return len(ids)
 
 

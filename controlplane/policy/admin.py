@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 
 from controlplane.core.errors import ValidationFailed
@@ -83,7 +83,7 @@ class GrantForm(forms.ModelForm):
         fields = ["slug", "description", "enabled", "worker", "mode", "host", "port", "schemes", "methods",
                   "paths", "mcp_tools", "header_conditions", "max_body_size", "tunnel", "max_taint",
                   "result_class", "untrusted", "expires_at", "secret", "inject_header", "inject_format",
-                  "cost_per_call", "trace", "wire"]
+                  "cost_per_call", "trace", "journal", "wire"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -113,7 +113,7 @@ class GrantForm(forms.ModelForm):
             "cost_per_call": cleaned.get("cost_per_call", 0),
             "wire": cleaned.get("wire") or "",
         }
-        for name in ("untrusted", "tunnel", "trace", "enabled"):
+        for name in ("untrusted", "tunnel", "trace", "journal", "enabled"):
             data[name] = bool(cleaned.get(name))
         for name in ("max_taint", "result_class"):
             value = cleaned.get(name)
@@ -210,11 +210,24 @@ class GrantAdmin(admin.ModelAdmin):
                                 (("✓ matches" if ok else "✗ does not match", url)
                                  for url, ok in preview.examples(rule)))
         worker = obj.worker.name if obj.worker_id else None
-        return format_html("<p>{}</p><ul>{}</ul>", preview.describe(rule, worker), rows)
+        notes = []
+        missing = preview.missing_example_headers(rule)
+        if missing:
+            notes.append(f"No example value was found for the pattern of {', '.join(missing)}: the examples "
+                         "are sent without it.")
+        warning = preview.private_literal_warning(rule)
+        warned = format_html('<p class="private-literal-warning" id="private-literal-warning" role="note">'
+                             "⚠ {}</p>", warning) if warning else ""
+        noted = format_html_join("", "<p>{}</p>", ((n,) for n in notes))
+        return format_html("{}<p>{}</p>{}<ul>{}</ul>", warned, preview.describe(rule, worker), noted, rows)
 
     def save_model(self, request, obj, form, change):
         grant, _action = grant_save(form.spec, actor=request.user.get_username(), via="admin")
         obj.pk, obj.created_at, obj.updated_at = grant.pk, grant.created_at, grant.updated_at
+        # Saved as asked (the grant is policy); the warning says the gateway will not dial it yet.
+        warning = preview.private_literal_warning(GrantRule.from_model(grant), fresh=True)
+        if warning:
+            messages.warning(request, warning)
 
     def delete_model(self, request, obj):
         grant_delete(obj, actor=request.user.get_username(), via="admin")

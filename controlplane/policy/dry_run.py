@@ -4,7 +4,12 @@ worker. Read-only: the only write is its own audited `dry_run` record.
 
 What is replayed: `decision` audit records of a run (method, URL, the run's taint at the time). Left out,
 because the draft's grants cannot change them: answers about budget, tokens and broken policy, approval
-conclusions (the human's answer), sentinel tripwires, and non-HTTP(S) targets (tunnels)."""
+conclusions (the human's answer), sentinel tripwires, and non-HTTP(S) targets (tunnels).
+
+Headers are not recorded, so a replay carries none. A request aimed at a grant with header conditions
+(in the draft) cannot be judged again: its verdict is counted as header-conditioned and said so in the
+output, never listed as a change (an unchanged grant set would otherwise "change" every such request;
+issue 27.3)."""
 
 from __future__ import annotations
 
@@ -22,9 +27,10 @@ from controlplane.audit.models import AuditRecord
 from controlplane.audit.services import audit_append
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Worker
-from controlplane.policy import engine
+from controlplane.policy import engine, matching
 from controlplane.policy.engine import GrantRule, McpCall, RequestFacts, RunState
 from controlplane.policy.models import Grant
+from controlplane.policy.normalize import NormalizationError, normalize_host, normalize_path, normalize_port
 from controlplane.policy.validation import GrantSpec
 
 NOT_GRANT_DECISIONS = frozenset({"over_budget", "bad_token", "policy_error", "approval_refused",
@@ -49,6 +55,9 @@ class DryRunReport:
     replayed: int = 0
     skipped: int = 0
     changes: list[Change] = field(default_factory=list)
+    # Replays aimed at a grant with header conditions: judged without headers, so not listed as changes.
+    header_conditioned: int = 0
+    header_conditioned_differ: int = 0
 
     def grouped(self) -> dict[tuple[str, str], list[Change]]:
         groups: dict[tuple[str, str], list[Change]] = defaultdict(list)
@@ -63,6 +72,11 @@ class DryRunReport:
             for c in changes[:MAX_LISTED]:
                 out.append(f"  #{c.seq} {c.method} {c.url}: {c.was} -> {c.now}"
                            + (f" (grant {c.grant})" if c.grant else ""))
+        if self.header_conditioned:
+            out.append(f"dry-run: {self.header_conditioned} replayed decisions are aimed at a grant with "
+                       "header conditions; headers are not recorded, so their verdict is not judged again "
+                       f"({self.header_conditioned_differ} of them differ when judged without headers) and "
+                       "none is counted as a change")
         out.append(f"dry-run: {self.replayed} decisions replayed, {len(self.changes)} would change")
         return out
 
@@ -108,13 +122,35 @@ def dry_run(rules_for: Callable[[Worker], list[GrantRule]], *, days: int, actor:
         decision = engine.evaluate(RunState(run_id=record.run_id_ref or 0, worker_id=worker.pk, taint=taint,
                                             untrusted=False), facts, cache[worker.pk], now)
         report.replayed += 1
+        if _header_conditioned(facts, cache[worker.pk], worker.pk):
+            report.header_conditioned += 1
+            report.header_conditioned_differ += _verdict(decision) != record.verdict
+            continue
         if _verdict(decision) != record.verdict:
             report.changes.append(Change(record.seq, worker.name, facts.host, method, url, record.verdict,
                                          _verdict(decision), decision.grant.slug if decision.grant else None))
     audit_append("dry_run", {"event": "dry-run performed", "source": source[:200], "days": days,
                              "replayed": report.replayed, "skipped": report.skipped,
-                             "would_change": len(report.changes), "by": actor})
+                             "would_change": len(report.changes),
+                             "header_conditioned": report.header_conditioned, "by": actor})
     return report
+
+
+def _header_conditioned(facts: RequestFacts, rules: list[GrantRule], worker_id: int) -> bool:
+    """Whether an enabled grant with header conditions is aimed at this request (host, port, method, path),
+    so its verdict depended on headers the record does not keep."""
+    conditioned = [r for r in rules if r.enabled and r.compiled is not None and r.compiled.conditions]
+    if not conditioned:
+        return False
+    try:
+        host, port = normalize_host(facts.host), normalize_port(facts.port, facts.scheme)
+        path = normalize_path(facts.path)
+    except NormalizationError:
+        return False
+    method = facts.method.upper()
+    return any(matching.match_target(r.compiled, worker_id=worker_id, method=method, scheme=facts.scheme,
+                                     host=host, port=port, path=path, mcp=tuple(facts.mcp))
+               for r in conditioned)
 
 
 def _facts(record: AuditRecord) -> tuple[RequestFacts, DataClass, str, str] | None:

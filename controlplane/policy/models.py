@@ -57,6 +57,9 @@ class Grant(models.Model):
     cost_per_call = models.PositiveBigIntegerField(default=0, help_text="micro-currency units per call")
     tunnel = models.BooleanField(default=False, help_text="CONNECT host:port without interception")
     trace = models.BooleanField(default=False, help_text="store request bodies byte-exactly (model inputs)")
+    journal = models.BooleanField(
+        default=True, help_text="journal model calls: request and response bytes, credentials masked "
+                                "(docs/journal.md); on by default, an admin turns it off (audited)")
     wire = models.CharField(max_length=32, blank=True, default="", choices=Wire.choices,
                             help_text="the model API this host speaks: refusals take its error shape")
     enabled = models.BooleanField(default=True)

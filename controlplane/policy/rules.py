@@ -73,6 +73,7 @@ class GrantRule:
     cost_per_call: int = 0
     tunnel: bool = False
     trace: bool = False
+    journal: bool = True
     enabled: bool = True
     header_conditions: tuple = ()  # stored form, controlplane.policy.conditions
     max_body_size: int | None = None
@@ -116,7 +117,7 @@ class GrantRule:
             expires_at=grant.expires_at, secret_id=grant.secret_id,
             secret_name=secret.name if secret is not None else None, inject_header=grant.inject_header,
             inject_format=grant.inject_format, cost_per_call=grant.cost_per_call, tunnel=grant.tunnel,
-            trace=grant.trace, enabled=grant.enabled,
+            trace=grant.trace, journal=getattr(grant, "journal", True), enabled=grant.enabled,
             header_conditions=tuple(grant.header_conditions or ()), max_body_size=grant.max_body_size,
             wire=getattr(grant, "wire", "") or "",
         )

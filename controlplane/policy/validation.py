@@ -40,7 +40,7 @@ CREDENTIAL_LIKE_RE = re.compile(r"(?=[A-Za-z0-9+/=_]*[0-9])(?=[A-Za-z0-9+/=_]*[A
 RFC3339_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})$")
 
 LIST_FIELDS = ("methods", "schemes", "paths", "mcp_tools")
-BOOL_FIELDS = {"untrusted": True, "tunnel": False, "trace": False, "enabled": True}
+BOOL_FIELDS = {"untrusted": True, "tunnel": False, "trace": False, "journal": True, "enabled": True}
 TAINT_FIELDS = {"max_taint": "private", "result_class": "private"}
 KNOWN_KEYS = frozenset({
     "description", "worker", "host", "port", "mode", "expires", "secret", "inject_header", "inject_format",

@@ -84,6 +84,9 @@ class Proposal(models.Model):
         FOLLOW_UP = "follow_up", "follow-up task"
         # A note for the worker's memory (P3), written by memory's executor with the run's provenance.
         MEMORY_NOTE = "memory_note", "memory note"
+        # The change a run made to its knowledge checkout, committed by knowledge's executor
+        # (docs/knowledge.md).
+        KNOWLEDGE_CHANGE = "knowledge_change", "knowledge change"
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -117,6 +120,8 @@ class Proposal(models.Model):
     taint = models.PositiveSmallIntegerField(choices=DataClass.choices)
     untrusted = models.BooleanField()
     seen = models.JSONField(default=list, blank=True, help_text="what the run had received, newest first")
+    # What a tripwire found (controlplane.proposals.holds: the participant scan); non-empty: a person decides.
+    held = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
@@ -141,7 +146,7 @@ class Proposal(models.Model):
 
 
 # Kinds applied on the trusted side itself, with no destination (their executors are other apps').
-NO_DESTINATION_KINDS = ("follow_up", "memory_note")
+NO_DESTINATION_KINDS = ("follow_up", "memory_note", "knowledge_change")
 
 
 class TrustRule(models.Model):

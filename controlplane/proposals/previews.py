@@ -43,7 +43,43 @@ def headline(proposal: Proposal) -> str:
         about = payload.get("person") if payload.get("scope") == "person" else payload.get("scope", "")
         size = len(payload.get("text", ""))
         return visible(f"memory note ({payload.get('scope', '')}: {about}), {size} chars")
+    if proposal.kind == Proposal.Kind.KNOWLEDGE_CHANGE:
+        files = payload.get("files") or []
+        return visible(f"knowledge change: {len(files)} files on {str(payload.get('base_commit', ''))[:12]}")
     return "change the worker's identity"
+
+
+def in_words(proposal: Proposal, sentinels: dict | None = None) -> str:
+    """What the proposal does, as a sentence an approver recognises after pressing a button ("send e-mail
+    to ops@example.org through mail-relay, subject “Weekly report”"): the confirmation after a decision
+    or a retry. Box-written parts are shortened, masked and shown inert; a memory note's text never
+    appears (it is copied to places forgetting cannot reach)."""
+    sentinels = known_sentinels() if sentinels is None else sentinels
+    payload = proposal.payload or {}
+    dest = f" {proposal.destination.name}" if proposal.destination_id else ""
+
+    def quoted(text, limit=120) -> str:
+        text = " ".join(mask_text(str(text), sentinels).split())
+        return "“" + (text if len(text) <= limit else text[: limit - 1] + "…") + "”"
+
+    kind = proposal.kind
+    if kind == Proposal.Kind.EMAIL:
+        to = mask_text(", ".join(str(a) for a in payload.get("to", [])), sentinels)[:200]
+        through = f" through{dest}" if dest else ""
+        words = f"send e-mail to {to}{through}, subject {quoted(payload.get('subject', ''))}"
+    elif kind == Proposal.Kind.WEBHOOK:
+        words = f"post {len(json.dumps(payload))} bytes of JSON to the webhook{dest}"
+    elif kind == Proposal.Kind.GIT_PUSH:
+        words = f"push to branch {quoted(payload.get('branch', ''), 80)} of{dest or ' the remote'}"
+    elif kind == Proposal.Kind.FOLLOW_UP:
+        words = f"queue the follow-up task {quoted(payload.get('task', ''))}"
+    elif kind == Proposal.Kind.MEMORY_NOTE:
+        scope = payload.get("scope", "")
+        about = f" about {payload.get('person')}" if scope == "person" else ""
+        words = f"write a {scope} memory note{about} ({len(payload.get('text', ''))} characters)"
+    else:
+        words = "change the worker's identity"
+    return visible(words)
 
 
 def _email(proposal: Proposal, sentinels: dict) -> dict:
@@ -151,10 +187,22 @@ def _memory_note(proposal: Proposal, sentinels: dict) -> dict:
     return {"note": _shown(payload.get("text", ""), sentinels), "about": about}
 
 
+def _knowledge_change(proposal: Proposal, sentinels: dict) -> dict:
+    """Each file as it will be committed: text quoted (masked), binary by size and hash only."""
+    files = []
+    for entry in (proposal.payload or {}).get("files") or []:
+        text = entry.get("content")
+        files.append({"path": visible(entry.get("path", "")), "action": entry.get("action", ""),
+                      "size": entry.get("size", 0), "sha256": entry.get("sha256", ""),
+                      "text": _shown(text, sentinels) if text is not None else None})
+    return {"files": files, "base_commit": (proposal.payload or {}).get("base_commit", "")}
+
+
 def preview(proposal: Proposal, sentinels: dict | None = None) -> dict:
     sentinels = known_sentinels() if sentinels is None else sentinels
     build = {"email": _email, "webhook": _webhook, "git_push": _git, "identity_edit": _identity,
-             "follow_up": _follow_up, "memory_note": _memory_note}[proposal.kind]
+             "follow_up": _follow_up, "memory_note": _memory_note,
+             "knowledge_change": _knowledge_change}[proposal.kind]
     return {
         "kind": proposal.kind,
         "headline": headline(proposal),
@@ -163,6 +211,7 @@ def preview(proposal: Proposal, sentinels: dict | None = None) -> dict:
         "seen": proposal.seen[:10],
         "seen_count": len(proposal.seen),
         "participants": proposal.participants,
+        "held": proposal.held,
         "rationale": _shown(proposal.rationale, sentinels),
         **build(proposal, sentinels),
     }

@@ -31,21 +31,26 @@ def _card(proposal: Proposal, sentinels: dict, now) -> dict:
     }
 
 
-def pending_proposal_cards(now=None) -> list[dict]:
+def _only(qs, only):
+    """The approval queue's filter (controlplane.approvals.cards.QueueFilter): a proposal names its run."""
+    return only.apply(qs) if only else qs
+
+
+def pending_proposal_cards(now=None, only=None) -> list[dict]:
     now = now or timezone.now()
     sentinels = known_sentinels()
     qs = (
-        Proposal.objects.filter(status=Proposal.Status.PENDING, expires_at__gt=now)
+        _only(Proposal.objects.filter(status=Proposal.Status.PENDING, expires_at__gt=now), only)
         .select_related("worker", "destination", "decided_by", "trust_rule")
         .order_by("created_at")
     )
     return [_card(p, sentinels, now) for p in qs[:100]]
 
 
-def recent_proposal_cards(limit: int, now=None) -> list[dict]:
+def recent_proposal_cards(limit: int, now=None, only=None) -> list[dict]:
     now = now or timezone.now()
     qs = (
-        Proposal.objects.exclude(status=Proposal.Status.PENDING)
+        _only(Proposal.objects.exclude(status=Proposal.Status.PENDING), only)
         .select_related("worker", "destination", "decided_by", "trust_rule")
         .order_by("-created_at")
     )

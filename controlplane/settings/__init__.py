@@ -14,6 +14,8 @@ from controlplane.settings.conversations import *  # noqa: F403
 from controlplane.settings.database import *  # noqa: F403
 from controlplane.settings.egress import *  # noqa: F403
 from controlplane.settings.framework import *  # noqa: F403
+from controlplane.settings.journal import *  # noqa: F403
+from controlplane.settings.knowledge import *  # noqa: F403
 from controlplane.settings.ledger import *  # noqa: F403
 from controlplane.settings.memory import *  # noqa: F403
 from controlplane.settings.policy import *  # noqa: F403

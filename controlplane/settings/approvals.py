@@ -24,3 +24,7 @@ ROSTER_APPROVAL_MAIL_HOST = env.str("ROSTER_APPROVAL_MAIL_HOST", "")
 ROSTER_APPROVAL_MAIL_PORT = env.int("ROSTER_APPROVAL_MAIL_PORT", 25, minimum=1, maximum=65535)
 ROSTER_APPROVAL_MAIL_FROM = env.str("ROSTER_APPROVAL_MAIL_FROM", "roster@localhost")
 ROSTER_APPROVAL_MAIL_TIMEOUT_SECONDS = env.float("ROSTER_APPROVAL_MAIL_TIMEOUT_SECONDS", 10.0, minimum=0)
+# Time-boxed approvals: the longest an approver may allow identical requests for (minutes); the queue
+# offers 10, 30 and 60 minutes up to this. 0 turns the choice off (every request asks).
+ROSTER_APPROVAL_WINDOW_MAX_MINUTES = env.int("ROSTER_APPROVAL_WINDOW_MAX_MINUTES", 60, minimum=0,
+                                             maximum=24 * 60)

@@ -57,6 +57,8 @@ INSTALLED_APPS = [
     "controlplane.proposals",
     "controlplane.conversations",
     "controlplane.memory",
+    "controlplane.knowledge",
+    "controlplane.journal",
     "controlplane.relay",
     "controlplane.web",
     "controlplane.demo",

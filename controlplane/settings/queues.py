@@ -30,6 +30,7 @@ CELERY_BEAT_SCHEDULE = {
     "settle-overdue-reservations": {"task": "controlplane.ledger.tasks.settle_overdue_reservations",
                                     "schedule": 60.0},
     "purge-expired-notes": {"task": "controlplane.memory.tasks.purge_expired_notes", "schedule": 3600.0},
+    "purge-expired-journal": {"task": "controlplane.journal.tasks.purge_expired_journal", "schedule": 3600.0},
     "audit-checkpoint": {"task": "controlplane.audit.tasks.checkpoint",
                          "schedule": ROSTER_AUDIT_CHECKPOINT_SECONDS},
 }

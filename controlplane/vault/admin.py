@@ -52,11 +52,13 @@ class SecretAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         value = form.cleaned_data.get("value")
         if value:
-            saved = services.secret_set(obj.name, value, obj.kind)
+            saved = services.secret_set(obj.name, value, obj.kind, by=request.user.get_username(),
+                                        via="admin")
         else:
             # Kind change without a new value: re-encrypting the stored value keeps one code path.
             current = Secret.objects.get(pk=obj.pk)
-            saved = services.secret_set(current.name, services.secret_reveal(current), obj.kind)
+            saved = services.secret_set(current.name, services.secret_reveal(current), obj.kind,
+                                        by=request.user.get_username(), via="admin")
         obj.pk, obj.sentinel = saved.pk, saved.sentinel
         obj.created_at, obj.updated_at = saved.created_at, saved.updated_at
 
@@ -64,7 +66,7 @@ class SecretAdmin(admin.ModelAdmin):
         if obj.grants.exists():
             messages.error(request, f"secret {obj.name} is named by grants; remove it from them first")
             return
-        services.secret_delete(obj)
+        services.secret_delete(obj, by=request.user.get_username(), via="admin")
 
     def has_delete_permission(self, request, obj=None):
         return super().has_delete_permission(request, obj) and (obj is None or not obj.grants.exists())

@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max
 from django.db.models.signals import post_delete, post_save
 
+from controlplane.audit.edits import MASKED
 from controlplane.audit.services import audit_append
 from controlplane.core.errors import RosterError, ValidationFailed
 from controlplane.vault import keyfile
@@ -42,9 +43,25 @@ def validate_secret_value(value: object) -> str:
     return value
 
 
-def secret_set(name: str, value: str, kind: str = "generic") -> Secret:
+def _edit(secret: Secret | None, kind: str, value: str) -> tuple[dict | None, dict, list[str]]:
+    """The record's before, after and changed (docs/audit.md, admin edits): the kind, and the value only
+    as "[masked]", named in `changed` when it differs from the stored one (decrypted here, compared and
+    dropped; one that cannot be decrypted counts as changed)."""
+    after = {"kind": kind, "value": MASKED}
+    if secret is None:
+        return None, after, ["kind", "value"]
+    try:
+        same = keyfile.fernet().decrypt(bytes(secret.ciphertext)).decode() == value
+    except InvalidToken:
+        same = False
+    changed = [k for k, differs in (("kind", secret.kind != kind), ("value", not same)) if differs]
+    return {"kind": secret.kind, "value": MASKED}, after, changed
+
+
+def secret_set(name: str, value: str, kind: str = "generic", *, by: str = "", via: str = "") -> Secret:
     """Create or replace a secret. A new kind gets a new sentinel; the same kind keeps its sentinel so
-    boxes configured with it keep working. Audited "secret_change" with the name and kind only."""
+    boxes configured with it keep working. Audited "secret_change" with the name and kind, who (`by`,
+    `via`) and what changed, the value only as "[masked]"."""
     value = validate_secret_value(value)
     if kind not in Secret.Kind.values:
         known = ", ".join(Secret.Kind.values)
@@ -55,6 +72,7 @@ def secret_set(name: str, value: str, kind: str = "generic") -> Secret:
             with transaction.atomic():
                 secret = Secret.objects.select_for_update().filter(name=name).first()
                 action = "updated" if secret else "created"
+                before, after, changed = _edit(secret, kind, value)
                 if secret is None:
                     secret = Secret(name=name)
                 if secret.sentinel == "" or secret.kind != kind:
@@ -66,7 +84,9 @@ def secret_set(name: str, value: str, kind: str = "generic") -> Secret:
                 except DjangoValidationError as exc:
                     raise ValidationFailed({f: "; ".join(m) for f, m in exc.message_dict.items()}) from None
                 secret.save()
-                audit_append("secret_change", {"name": secret.name, "kind": kind, "action": action})
+                audit_append("secret_change", {"name": secret.name, "kind": kind, "action": action, "by": by,
+                                               "via": via, "before": before, "after": after,
+                                               "changed": changed})
             invalidate_sentinel_cache()
             return secret
         except IntegrityError:
@@ -74,11 +94,13 @@ def secret_set(name: str, value: str, kind: str = "generic") -> Secret:
     raise VaultError(f"could not store secret {name!r}: repeated conflicts")
 
 
-def secret_delete(secret: Secret) -> None:
+def secret_delete(secret: Secret, *, by: str = "", via: str = "") -> None:
     with transaction.atomic():
         name = secret.name
         secret.delete()
-        audit_append("secret_change", {"name": name, "kind": secret.kind, "action": "deleted"})
+        audit_append("secret_change", {"name": name, "kind": secret.kind, "action": "deleted", "by": by,
+                                       "via": via, "before": {"kind": secret.kind, "value": MASKED},
+                                       "after": None, "changed": ["kind", "value"]})
     invalidate_sentinel_cache()
 
 

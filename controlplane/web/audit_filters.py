@@ -33,6 +33,7 @@ class AuditFilterForm(forms.Form):
                                 widget=_local_input())
     worker = forms.CharField(required=False, max_length=64, label="Worker")
     run = forms.IntegerField(required=False, min_value=1, max_value=MAX_DB_ID, label="Run id")
+    seq = forms.IntegerField(required=False, min_value=1, max_value=MAX_DB_ID, label="Record #")
     kind = forms.ChoiceField(required=False, label="Kind")
     verdict = forms.ChoiceField(required=False, label="Verdict")
     order = forms.ChoiceField(required=False, label="Order",
@@ -65,7 +66,8 @@ class AuditFilterForm(forms.Form):
         f = self.cleaned_data
         return filtered_records(since=f.get("since"), until=f.get("until"),
                                 worker=(f.get("worker") or "").strip() or None, run=f.get("run"),
-                                kind=f.get("kind") or None, verdict=f.get("verdict") or None)
+                                kind=f.get("kind") or None, verdict=f.get("verdict") or None,
+                                seq=f.get("seq"))
 
 
 FILTER_NAMES = frozenset(AuditFilterForm.base_fields) | {"page"}

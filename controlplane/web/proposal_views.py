@@ -7,11 +7,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from controlplane.proposals import services
 from controlplane.proposals.models import Proposal
+from controlplane.proposals.previews import in_words
+from controlplane.web.approval_views import back_to_queue
 from controlplane.web.security import hardened
 
 
@@ -35,6 +36,33 @@ def proposal_decide_view(request: HttpRequest, proposal_id) -> HttpResponse:
         )
     except services.ProposalClosed:
         messages.warning(request, "That proposal was already decided or has expired; nothing changed.")
-        return redirect("web:approvals")
-    messages.success(request, f"Proposal {proposal.pk} from run {proposal.run_id}: {proposal.status}.")
-    return redirect("web:approvals")
+        return back_to_queue(request)
+    messages.success(request, proposal_confirmation(proposal))
+    return back_to_queue(request)
+
+
+def proposal_confirmation(proposal: Proposal, *, retried: bool = False) -> str:
+    """The decision in words: what was approved, denied or sent again, and whose (issue 27.8)."""
+    verbs = {Proposal.Status.APPROVED: "Approved", Proposal.Status.REFUSED: "Denied"}
+    verb = "Sent again" if retried else verbs.get(proposal.status, proposal.status.capitalize())
+    text = f"{verb}: {in_words(proposal)}, for {proposal.worker.name} (run {proposal.run_id})"
+    return text + (f", with the reason: {proposal.reason}" if proposal.reason and not retried else ".")
+
+
+@require_POST
+@hardened
+@login_required
+def proposal_retry_view(request: HttpRequest, proposal_id) -> HttpResponse:
+    """Send a failed proposal to its executor again: the CLI's `proposal retry`, through the same
+    service (which checks the permission again, audits the retry and starts the executor)."""
+    if not request.user.has_perm(services.DECIDE_PERMISSION):
+        raise PermissionDenied("you are not an approver")
+    if not Proposal.objects.filter(pk=proposal_id).exists():
+        raise Http404("no such proposal")
+    try:
+        proposal = services.proposal_retry(proposal_id, request.user)
+    except services.ProposalClosed as exc:
+        messages.warning(request, f"Nothing changed: {exc}.")
+        return back_to_queue(request)
+    messages.success(request, proposal_confirmation(proposal, retried=True))
+    return back_to_queue(request)

@@ -74,11 +74,29 @@ def _summary(kind: str, data: dict, sentinels: dict[str, str]) -> str:
                            for p in data.get("participants", []))
         carried = "carried conversation content" if data.get("carries_conversation") else "no conversation"
         notes = ", ".join(f"note {n}" for n in data.get("notes") or [])
+        knowledge = data.get("knowledge") or {}
+        checkout = (f"; knowledge checkout {str(knowledge.get('commit', ''))[:12]} "
+                    f"({'writable' if knowledge.get('writable') else 'read-only'})" if knowledge else "")
         return (f"input assembled: {carried}" + (f"; in the room: {people}" if people else "")
-                + (f"; recalled {notes}" if notes else ""))
+                + (f"; recalled {notes}" if notes else "") + checkout)
+    if kind == "knowledge":
+        if data.get("action") == "committed":
+            return (f"knowledge commit {str(data.get('commit', ''))[:12]} from proposal "
+                    f"{data.get('proposal')}: "
+                    + ", ".join(data.get("paths") or []))
+        return f"knowledge change refused: {'; '.join(data.get('problems') or [])}"
     if kind == "memory":
         about = data.get("person") or data.get("channel") or "the worker"
         return f"note {data.get('note')} {data.get('action', '')} ({data.get('scope', '')}: {about})"
+    if kind == "repair":
+        if data.get("action") == "requeue":
+            return f"requeue of run {data.get('repairs')} (by {data.get('by', '')})"
+        if data.get("action") == "revert_knowledge":
+            reverted = ", ".join(str(c)[:12] for c in data.get("commits") or [])
+            return (f"repair of run {data.get('repairs')}: knowledge commits {reverted} reverted by commit "
+                    f"{str(data.get('commit', ''))[:12]} (by {data.get('by', '')})")
+        notes = ", ".join(f"note {n}" for n in data.get("notes") or []) or "no notes held"
+        return f"repair of run {data.get('repairs')}: forgot {notes} (by {data.get('by', '')})"
     if kind in ("message", "delivery", "chat_approval"):
         return " ".join(str(data.get(k)) for k in ("event", "channel", "speaker", "role", "why", "post")
                         if data.get(k) not in (None, ""))

@@ -1,7 +1,9 @@
-"""Overview, worker and run timeline pages, plus the one stylesheet and script. Views stay thin."""
+"""Overview, worker and run timeline pages, the run's answer sheet, plus the one stylesheet and script.
+Views stay thin."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from django.conf import settings
@@ -15,11 +17,14 @@ from controlplane.approvals.cards import approval_cards_for_run
 from controlplane.conversations.selectors import channels_of_worker, run_delivery, run_messages
 from controlplane.core.taint import DataClass
 from controlplane.dispatch.admission import queue_state
+from controlplane.dispatch.answer_sheet import answer_sheet, answer_sheet_csv
 from controlplane.fleet.models import Run, Worker
 from controlplane.fleet.output import output_pieces, preview_pieces
 from controlplane.ledger.models import Unit
 from controlplane.ledger.selectors import cap_statuses
 from controlplane.web import charts, selectors
+from controlplane.web.journal_view import journal_turns
+from controlplane.web.repair_views import repair_context
 from controlplane.web.security import hardened
 
 UNIT_LABELS = dict(Unit.choices)
@@ -92,9 +97,11 @@ def run_timeline(request: HttpRequest, run_id: int) -> HttpResponse:
         "decisions_chart": charts.run_decisions_chart(run),
         "spend_charts": charts.run_spend_charts(run),
         "traces": selectors.run_traces(run),
+        "journal": journal_turns(run),
         "output": preview_pieces(output_pieces(run.output, run.output_sources),
                                  settings.ROSTER_WEB_OUTPUT_PREVIEW_CHARS),
         "output_cut": len(run.output) > settings.ROSTER_WEB_OUTPUT_PREVIEW_CHARS or run.output_truncated,
+        "repair": repair_context(run, request.user),
     })
 
 
@@ -106,3 +113,26 @@ def asset(request: HttpRequest, name: str) -> HttpResponse:
     response = FileResponse(open(STATIC_DIR / name, "rb"), content_type=ASSETS[name])  # noqa: SIM115
     response.headers["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+@require_GET
+@hardened
+@login_required
+@permission_required("fleet.view_run", raise_exception=True)
+def run_answers(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run's answer sheet (docs/audit.md): the timeline's permission, its facts each linked to the
+    audit record it stands on; `?format=json|csv` downloads the same facts as the CLI's export."""
+    run = get_object_or_404(Run.objects.select_related("worker"), pk=run_id)
+    sheet = answer_sheet(run)
+    wanted = request.GET.get("format", "")
+    if wanted in ("json", "csv"):
+        body = (json.dumps(sheet, indent=2, ensure_ascii=False, sort_keys=True) if wanted == "json"
+                else answer_sheet_csv(sheet))
+        kind = "application/json" if wanted == "json" else "text/csv; charset=utf-8"
+        response = HttpResponse(body, content_type=kind)
+        response.headers["Content-Disposition"] = f'attachment; filename="run-{run.pk}-answers.{wanted}"'
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
+    if wanted:
+        return HttpResponse("format must be json or csv", status=400, content_type="text/plain")
+    return render(request, "web/run_answers.html", {"run": run, "sheet": sheet})

@@ -95,6 +95,8 @@ class Gateway:
         self._running = True
         if self.outcomes is not None:
             self.outcomes.resume()  # what the last run left unacknowledged
+        if self.steps is not None and self.steps.journal is not None:
+            self.steps.journal.resume()  # journaled model calls the control plane has not stored yet
         if self.shared is not None:
             self._spawn(self._check_shared_limits(self.shared))
         if self.config and self.config.health_port and self.client:
@@ -133,6 +135,8 @@ class Gateway:
         self._running = False  # ends the start check's retries (a control plane still away)
         if self.outcomes is not None:
             self.outcomes.stop()  # unacknowledged reports stay in the journal for the next start
+        if self.steps is not None and self.steps.journal is not None:
+            self.steps.journal.stop()
         if self.health:
             await self.health.stop()
         if self.background:

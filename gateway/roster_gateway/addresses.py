@@ -96,8 +96,7 @@ class Vetting:
     # The operator's private upstreams (roster_private_upstreams): internal addresses that may be dialled.
     private_upstreams: tuple[PrivateUpstream, ...] = ()
 
-    def check(self, ip: IPAddress, port: int, *, explicitly_granted: bool = False,
-              name: str | None = None) -> None:
+    def check(self, ip: IPAddress, port: int, *, name: str | None = None) -> None:
         """Raise AddressRefused unless the gateway may dial ip:port (`name`: the host name resolved to ip)."""
         if not 0 < port < 65536:
             raise AddressRefused(f"port {port} is not dialable")
@@ -109,7 +108,7 @@ class Vetting:
         if port in self.own_ports and internal:
             raise AddressRefused("the gateway itself is not an upstream")
         why = blocked_reason(ip)
-        if why is None or explicitly_granted:
+        if why is None:
             return
         if self.allow_loopback and is_loopback(ip):
             return
@@ -137,14 +136,15 @@ async def resolve(host: str, port: int, timeout: float) -> list[IPAddress]:
     return ips
 
 
-async def vetted_address(host: str, port: int, vetting: Vetting, *, dns_timeout: float,
-                         granted: bool) -> str:
+async def vetted_address(host: str, port: int, vetting: Vetting, *, dns_timeout: float) -> str:
     """The one IP to dial for host:port. Every resolved address must pass, so a mixed answer
     (one public, one internal) is refused rather than raced."""
     literal = parse_ip_literal(host)
     if literal is not None:
-        # A grant that matched an IP literal names that address explicitly.
-        vetting.check(literal, port, explicitly_granted=granted)
+        # An IP literal is vetted like a resolved name: a grant naming 127.0.0.1 or 10.0.0.7 is an admin's
+        # policy, not the operator's listing of what the gateway may dial (README, "never dials loopback or
+        # private addresses unless listed"), so an internal literal needs roster_private_upstreams too.
+        vetting.check(literal, port)
         return str(literal)
     ips = await resolve(host, port, dns_timeout)
     for ip in ips:

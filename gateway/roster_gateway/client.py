@@ -14,6 +14,11 @@ from roster_gateway.wire import ApprovalWait, WireDecision, WireError, parse_dec
 
 log = logging.getLogger(__name__)
 
+# Outcome fields a control plane takes only when its health answer names them (docs/wire.md GET /health,
+# `outcome_fields`): outcomes are strict, so one an older control plane does not know would refuse the
+# whole batch. Until a health answer names it, an outcome goes without it.
+OPTIONAL_OUTCOME_FIELDS = frozenset({"response_sha256"})
+
 
 class Transport(Protocol):
     async def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]: ...
@@ -35,6 +40,7 @@ class ControlPlaneClient:
         self.outcome_timeout = outcome_timeout
         headers = {"Authorization": f"Bearer {service_token}", "Accept": "application/json"}
         self._transport: Transport = transport or Http11Pool(base_url + "/api/gateway", headers)
+        self.outcome_fields: frozenset[str] = frozenset()  # the optional ones the control plane named
 
     async def close(self) -> None:
         await self._transport.close()
@@ -87,12 +93,24 @@ class ControlPlaneClient:
 
     async def outcomes(self, outcomes: list[dict]) -> list[str]:
         """Report a batch (docs/wire.md POST /outcomes); one result per outcome, in order."""
-        status, body = await self._call("POST", "/outcomes", {"outcomes": outcomes}, self.outcome_timeout)
+        unknown = OPTIONAL_OUTCOME_FIELDS - self.outcome_fields
+        sent = [{k: v for k, v in o.items() if k not in unknown} for o in outcomes] if unknown else outcomes
+        status, body = await self._call("POST", "/outcomes", {"outcomes": sent}, self.outcome_timeout)
         answer = self._json(status, body, "/outcomes")
         results = answer.get("results") if isinstance(answer, dict) else None
         if not isinstance(results, list) or len(results) != len(outcomes) or not all(
                 isinstance(r, str) for r in results):
             raise ControlPlaneDown("control plane answer to /outcomes not understood")
+        return results
+
+    async def journal(self, entries: list[dict]) -> list[str]:
+        """Journaled model calls (docs/wire.md POST /journal); one result per entry, in order."""
+        status, body = await self._call("POST", "/journal", {"entries": entries}, self.outcome_timeout)
+        answer = self._json(status, body, "/journal")
+        results = answer.get("results") if isinstance(answer, dict) else None
+        if not isinstance(results, list) or len(results) != len(entries) or not all(
+                isinstance(r, str) for r in results):
+            raise ControlPlaneDown("control plane answer to /journal not understood")
         return results
 
     async def sentinels(self) -> list[str]:
@@ -131,4 +149,7 @@ class ControlPlaneClient:
             return False, None
         if status != 200 or not isinstance(answer, dict) or answer.get("ok") is not True:
             return False, None
+        fields = answer.get("outcome_fields")
+        self.outcome_fields = OPTIONAL_OUTCOME_FIELDS.intersection(
+            f for f in fields if isinstance(f, str)) if isinstance(fields, list) else frozenset()
         return True, answer.get("limits")

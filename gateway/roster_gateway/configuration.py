@@ -13,6 +13,7 @@ from mitmproxy import exceptions
 
 from roster_gateway.addresses import Vetting
 from roster_gateway.client import ControlPlaneClient, Transport
+from roster_gateway.journal_reporter import JOURNAL_BATCH_MAX, JournalReporter
 from roster_gateway.options import GatewayConfig
 from roster_gateway.outcome_journal import journal_at
 from roster_gateway.outcomes import OutcomeReporter
@@ -64,7 +65,12 @@ def build_steps(config: GatewayConfig, *, transport: Transport | None,
                                flush_delay=config.outcome_flush_delay, spawn=spawn,
                                journal=journal_at(config.outcome_journal),
                                retry_delay=config.outcome_retry_delay)
-    return Steps(config, client, vetting, outcomes, background)
+    journal = JournalReporter(client, max_batch=JOURNAL_BATCH_MAX, flush_delay=config.outcome_flush_delay,
+                              spawn=spawn, journal=journal_at(config.model_journal, "journaled model call"),
+                              retry_delay=config.outcome_retry_delay)
+    steps = Steps(config, client, vetting, outcomes, background)
+    steps.journal = journal
+    return steps
 
 
 def log_widened_dialling(config: GatewayConfig) -> None:

@@ -2,18 +2,31 @@
 reserve a call's worst case), and asking upstream for stream usage when the box did not.
 
 A request is a model call when it POSTs a JSON object with a string `model` to a path of one of the
-metered APIs. Anything else is not metered by tokens (its grant's per-call price and caps still apply);
-a box that phrases a model call so that this reading misses it sends a body the upstream refuses too."""
+metered APIs, or a JSON object to Gemini's `models/<model>:generateContent` or `:streamGenerateContent`
+(the model is named by the path there). Anything else is not metered by tokens (its grant's per-call
+price and caps still apply); a box that phrases a model call so that this reading misses it sends a
+body the upstream refuses too."""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from urllib.parse import unquote
 
-CHAT, RESPONSES, MESSAGES = "chat", "responses", "messages"
+CHAT, RESPONSES, MESSAGES, GEMINI = "chat", "responses", "messages", "gemini"
 _PATH_SUFFIXES = (("/chat/completions", CHAT), ("/responses", RESPONSES), ("/messages", MESSAGES))
 MAX_CHOICES = 128  # OpenAI's own limit on `n`; more is refused upstream, so more is malformed here
 _USAGE_OPTION = b'"stream_options":{"include_usage":true},'
+# Gemini's generate methods on a model or a tuned model (`/v1beta/models/gemini-2.5-flash:generateContent`);
+# the streamed one answers SSE with `?alt=sse`, else one JSON array of the same response objects.
+# Matched whatever the letters' case: a spelling that Google routes but this missed would go unmetered.
+_GEMINI_PATH = re.compile(r"/(?:models|tunedmodels)/([^/:]+):(generatecontent|streamgeneratecontent)/?$",
+                          re.IGNORECASE)
+# Gemini's JSON parser (protobuf's) takes each field in camelCase and in snake_case alike.
+_GEMINI_CONFIG = ("generationConfig", "generation_config")
+_GEMINI_MAX_OUT = ("maxOutputTokens", "max_output_tokens")
+_GEMINI_CANDIDATES = ("candidateCount", "candidate_count")
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,19 @@ def _api_of(path: str) -> str | None:
     return None
 
 
+def _gemini_method(path: str) -> tuple[str, bool] | None:
+    """(model, streamed) of a path naming one of Gemini's generate methods, else None."""
+    bare = path.split("?", 1)[0]
+    for _ in range(3):  # `%3A` for the colon, even escaped twice: read as the server that decodes it would
+        bare, before = unquote(bare), bare
+        if bare == before:
+            break
+    match = _GEMINI_PATH.search(bare)
+    if match is None:
+        return None
+    return match.group(1), match.group(2).lower() == "streamgeneratecontent"
+
+
 def _positive_int(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         return None
@@ -57,13 +83,16 @@ def model_call_of(method: str, path: str, body: bytes) -> ModelCall | None:
     """The model-call facts of a request, or None when it is not a model call."""
     if method.upper() != "POST":
         return None
-    api = _api_of(path)
+    gemini = _gemini_method(path)
+    api = GEMINI if gemini is not None else _api_of(path)
     if api is None or not body:
         return None
     try:
         doc = json.loads(body, object_pairs_hook=_pairs_without_duplicates)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
+    if api == GEMINI and isinstance(doc, dict):
+        return _gemini_call(gemini, doc, len(body))
     if not isinstance(doc, dict) or not isinstance(doc.get("model"), str):
         return None
     if api == CHAT:
@@ -78,6 +107,25 @@ def model_call_of(method: str, path: str, body: bytes) -> ModelCall | None:
     asked_for_usage = isinstance(options, dict) and options.get("include_usage") is True
     return ModelCall(api=api, model=doc["model"], stream=doc.get("stream") is True, max_output_tokens=max_out,
                      choices=choices, input_estimate=len(body), asked_for_usage=asked_for_usage)
+
+
+def _gemini_call(method: tuple[str, bool], doc: dict, size: int) -> ModelCall:
+    """Gemini's facts: the model from the path, the output bound and answers from generationConfig. Both
+    spellings of a field are read and the larger taken: which one Google obeys when a body holds both is
+    not documented, and the reservation must cover either."""
+    model, stream = method
+    configs = [doc[k] for k in _GEMINI_CONFIG if isinstance(doc.get(k), dict)]
+    asked = [_positive_int(c.get(k)) for c in configs for k in _GEMINI_MAX_OUT]
+    max_out = max((a for a in asked if a is not None), default=None)
+    choices = 1
+    for config in configs:
+        for key in _GEMINI_CANDIDATES:
+            if key in config:
+                count = config[key]
+                count = count if _positive_int(count) and count <= MAX_CHOICES else MAX_CHOICES
+                choices = max(choices, count)
+    return ModelCall(api=GEMINI, model=model, stream=stream, max_output_tokens=max_out, choices=choices,
+                     input_estimate=size, asked_for_usage=False)
 
 
 def ask_for_stream_usage(call: ModelCall, body: bytes) -> bytes | None:

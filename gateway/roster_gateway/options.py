@@ -60,6 +60,9 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
      "added to roster_decide_timeout_ms for /decide"),
     ("roster_outcome_journal", str, "", "File (in the gateway's private state dir) keeping outcome reports "
      "until the control plane acknowledges them, across a crash of either side; empty: memory only"),
+    ("roster_model_journal", str, "", "File (in the gateway's private state dir, model-journal.jsonl) "
+     "keeping journaled model calls until the control plane stored them (docs/journal.md); empty: memory "
+     "only"),
     ("roster_outcome_retry_ms", int, 1000, "Milliseconds before outcome reports the control plane did not "
      "take are sent again"),
     ("roster_outcome_batch_max", int, 256, "Most outcomes in one POST /outcomes (at most the control "
@@ -96,6 +99,7 @@ class GatewayConfig:
     budget_wait_ms: int = 30_000
     outcome_journal: str = ""
     outcome_retry_delay: float = 1.0
+    model_journal: str = ""
 
 
 def read_token_file(path: str) -> str:
@@ -192,6 +196,7 @@ def build_config(opts) -> GatewayConfig:
         budget_wait_ms=int(opts.roster_budget_wait_ms),
         outcome_journal=str(opts.roster_outcome_journal),
         outcome_retry_delay=opts.roster_outcome_retry_ms / 1000,
+        model_journal=str(opts.roster_model_journal),
     )
 
 

@@ -24,8 +24,9 @@ _COMPACT_SLACK = 512  # lines beyond twice the pending count before the file is 
 
 
 class OutcomeJournal:
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, what: str = "outcome") -> None:
         self.path = path
+        self.what = what  # what the log lines call an entry (the run journal keeps model calls here too)
         self.pending: dict[str, Outcome] = {}
         self._lines = 0
         self._recovered: list[Outcome] = []
@@ -58,8 +59,8 @@ class OutcomeJournal:
         self.pending = self._read(path)
         self._rewrite()
         if self.pending:
-            log.warning("%d outcome(s) left unacknowledged by the last run: reporting them",
-                        len(self.pending))
+            log.warning("%d %s(s) left unacknowledged by the last run: reporting them",
+                        len(self.pending), self.what)
         return list(self.pending.values())
 
     def take_recovered(self) -> list[Outcome]:
@@ -89,7 +90,7 @@ class OutcomeJournal:
                 out.write(json.dumps(entry, separators=(",", ":")) + "\n")
             self._lines += 1
         except OSError as exc:  # the report still goes out; only its survival of a restart is lost
-            log.error("outcome journal %s not written: %s", self.path, exc.strerror)
+            log.error("%s journal %s not written: %s", self.what, self.path, exc.strerror)
 
     def _rewrite(self) -> None:
         if self.path is None:
@@ -103,17 +104,17 @@ class OutcomeJournal:
             tmp.replace(self.path)
             self._lines = len(self.pending)
         except OSError as exc:
-            log.error("outcome journal %s not rewritten: %s", self.path, exc.strerror)
+            log.error("%s journal %s not rewritten: %s", self.what, self.path, exc.strerror)
 
 
 _OPEN: dict[str, OutcomeJournal] = {}
 
 
-def journal_at(path: str) -> OutcomeJournal:
+def journal_at(path: str, what: str = "outcome") -> OutcomeJournal:
     """One journal per file in this process: a reconfiguration's new reporter shares the old one's."""
     if not path:
-        return OutcomeJournal(None)
+        return OutcomeJournal(None, what)
     key = os.path.abspath(os.path.expanduser(path))
     if key not in _OPEN:
-        _OPEN[key] = OutcomeJournal(Path(key))
+        _OPEN[key] = OutcomeJournal(Path(key), what)
     return _OPEN[key]

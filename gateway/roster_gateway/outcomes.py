@@ -21,7 +21,8 @@ from roster_gateway.outcome_journal import OutcomeJournal
 
 log = logging.getLogger(__name__)
 
-# {"decision_id", "status", "request_bytes", "response_bytes", "error", "scrubbed"} (docs/wire.md)
+# {"decision_id", "status", "request_bytes", "response_bytes", "error", "scrubbed", ["usage"],
+#  ["response_sha256"]} (docs/wire.md)
 Outcome = dict
 # Results after which the control plane has nothing more to settle for that outcome.
 DONE = frozenset({"ok", "unknown", "already_settled"})
@@ -58,13 +59,18 @@ class OutcomeReporter:
         self._stopping.set()
 
     def report(self, decision_id: str, status: int, request_bytes: int, response_bytes: int,
-               error: str, scrubbed: int = 0, usage: dict | None = None) -> None:
+               error: str, scrubbed: int = 0, usage: dict | None = None,
+               response_sha256: str | None = None) -> None:
         """`scrubbed`: echoes of the injected secret replaced in the response (the control plane audits
-        a count above 0 as a tripwire). `usage`: a model call's usage as read from its response."""
+        a count above 0 as a tripwire). `usage`: a model call's usage as read from its response.
+        `response_sha256`: the digest of the response body as the upstream sent it (the client leaves it
+        out for a control plane that does not take it)."""
         outcome = {"decision_id": decision_id, "status": status, "request_bytes": request_bytes,
                    "response_bytes": response_bytes, "error": error, "scrubbed": scrubbed}
         if usage is not None:
             outcome["usage"] = usage
+        if response_sha256:
+            outcome["response_sha256"] = response_sha256
         self._journal.add(outcome)
         self._queue.append(outcome)
         if len(self._queue) >= self._max_batch:
@@ -92,10 +98,14 @@ class OutcomeReporter:
         finally:
             self._sender = None
 
+    async def _post(self, batch: list[Outcome]) -> list[str]:
+        """One batch to the control plane; one result per report (the journal reporter posts elsewhere)."""
+        return await self._client.outcomes(batch)
+
     async def _send(self, batch: list[Outcome]) -> None:
         metrics.OUTCOME_BATCH.observe(len(batch))
         try:
-            results = await self._client.outcomes(batch)
+            results = await self._post(batch)
         except ControlPlaneDown as exc:
             metrics.OUTCOMES_LOST.inc(len(batch))
             log.warning("%d outcome(s) not reported yet (kept, sent again): %s", len(batch), exc)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mitmproxy import http
 
-from roster_gateway import metrics, model_flow, model_websockets, proposals, shapes
+from roster_gateway import metrics, model_flow, model_journal, model_websockets, proposals, shapes
 from roster_gateway.client import ControlPlaneDown
 from roster_gateway.decoding import narrow_accept_encoding
 from roster_gateway.facts import client_address, decide_payload, strip_proxy_headers, token_from_header
@@ -100,4 +100,6 @@ async def _allow(steps: Steps, flow: http.HTTPFlow, decision: WireDecision, stat
         # repeated ranges rebuild it: a secret-carrying request asks for the whole response.
         for name in RANGE_HEADERS:
             request.headers.pop(name, None)
+    # The run journal's copy of what the upstream receives, credentials masked (model_journal.py).
+    model_journal.capture_request(flow, decision, host)
     metrics.count_allow()

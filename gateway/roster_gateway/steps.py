@@ -38,7 +38,7 @@ class ConnState:
 
 
 class Steps:
-    __slots__ = ("config", "client", "vetting", "outcomes", "background", "sentinels")
+    __slots__ = ("config", "client", "vetting", "outcomes", "background", "sentinels", "journal")
 
     def __init__(self, config: GatewayConfig, client: ControlPlaneClient, vetting: Vetting,
                  outcomes: OutcomeReporter, background: set[asyncio.Task]) -> None:
@@ -48,6 +48,7 @@ class Steps:
         self.outcomes = outcomes
         self.background = background
         self.sentinels = SentinelList(client, config.sentinel_refresh_seconds)
+        self.journal = None  # the run journal's reporter (journal_reporter.py), set by build_steps
 
     async def decide(self, payload: dict) -> WireDecision:
         """Ask /decide; on ask, hold the request for its approval. Raises ControlPlaneDown."""
@@ -88,8 +89,7 @@ class Steps:
         """The one address an allowed request (or tunnel) may dial, resolved once; None after denying."""
         try:
             return await vetted_address(host, flow.request.port, self.vetting,
-                                        dns_timeout=self.config.dns_timeout,
-                                        granted=decision.grant is not None)
+                                        dns_timeout=self.config.dns_timeout)
         except AddressRefused as exc:
             self.settle_unused(decision, 403, "blocked_address")
             deny_flow(flow, 403, "blocked_address", f"refusing to dial {host}: {exc}",
@@ -103,11 +103,12 @@ class Steps:
             self.report(decision.decision_id, status, 0, 0, error, usage=NOT_FORWARDED)
 
     def report(self, decision_id: str, status: int, req_bytes: int, resp_bytes: int, error: str,
-               scrubbed: int = 0, usage: dict | None = None) -> None:
+               scrubbed: int = 0, usage: dict | None = None, response_sha256: str | None = None) -> None:
         # Queued and sent in batches in the background: neither the box's response nor the run's next
         # decision waits for the ledger (taint was raised by the decision). A scrubbed count above 0 is
         # audited by the control plane as a tripwire (the upstream echoed the injected secret).
-        self.outcomes.report(decision_id, status, req_bytes, resp_bytes, error, scrubbed, usage)
+        self.outcomes.report(decision_id, status, req_bytes, resp_bytes, error, scrubbed, usage,
+                             response_sha256)
 
 
 def deny_decision(flow: http.HTTPFlow, decision: WireDecision) -> None:

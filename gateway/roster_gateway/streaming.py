@@ -15,6 +15,7 @@ partial response, not a websocket. Everything else keeps the gateway's buffering
 from __future__ import annotations
 
 import bisect
+import hashlib
 import logging
 import re
 
@@ -129,11 +130,15 @@ class ResponseStream:
         self.meter = meter
         self.scrubber = scrubber
         self.upstream_bytes = 0
+        # The outcome's response_sha256: of the bytes as the upstream sent them, before metering or
+        # scrubbing changes any, hashed piece by piece so a stream is never held whole.
+        self.upstream_sha256 = hashlib.sha256()
 
     def __call__(self, data: bytes) -> list[bytes]:
         """The pieces to send on; never an empty piece (in HTTP/1.1 chunked framing an empty chunk would
         end the box's response early)."""
         self.upstream_bytes += len(data)
+        self.upstream_sha256.update(data)
         out = self.meter.feed(data) if self.meter is not None else data
         if self.scrubber is not None:
             out = self.scrubber.feed(out, end=data == b"")

@@ -1,6 +1,8 @@
 """Token usage read from model responses as they pass, in every shape the gateway meters: OpenAI chat
 completions (one JSON body, or SSE where usage rides on the last chunk whatever its `choices`), the
-OpenAI Responses API (`response.completed`), Anthropic Messages (`message_start` + `message_delta`).
+OpenAI Responses API (`response.completed`), Anthropic Messages (`message_start` + `message_delta`),
+Gemini's generateContent (`usageMetadata` on the response; streamed, on every SSE event or every element
+of the JSON array, cumulative, so the last one read is the call's).
 
 Nothing here holds a response back: a meter keeps at most the one SSE event it is reading (bounded), and
 a JSON body is read from what the gateway already holds for scrubbing. A response whose usage cannot be
@@ -13,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from roster_gateway.model_calls import CHAT, MESSAGES, RESPONSES
+from roster_gateway.model_calls import CHAT, GEMINI, MESSAGES, RESPONSES
 
 MAX_TOKENS = 2**53  # a count above this is malformed, not a bill
 # An SSE event is small (one chunk of text) except the Responses API's final event, which repeats the
@@ -99,6 +101,42 @@ def _anthropic_input(usage: dict) -> AnthropicInput:
     return _count(usage, "input_tokens") + cached + written, cached, written, written_1h
 
 
+def _gemini(meta: dict) -> Counts:
+    """Gemini's usageMetadata: `promptTokenCount` includes the cached content's tokens; tool-use prompt
+    tokens are input too; thinking tokens are output, billed as output, and not in
+    `candidatesTokenCount`. A `totalTokenCount` above the sum holds a count this reader does not know of:
+    the rest is taken as output (the dearer side), so a call is never settled below what Google counts."""
+    total_in = _count(meta, "promptTokenCount") + _count(meta, "toolUsePromptTokenCount")
+    thoughts = _count(meta, "thoughtsTokenCount")
+    output = _count(meta, "candidatesTokenCount") + thoughts
+    output += max(_count(meta, "totalTokenCount") - total_in - output, 0)
+    return total_in, _count(meta, "cachedContentTokenCount"), output, thoughts, 0, 0
+
+
+def _gemini_json(doc: object, request_model: str) -> Usage:
+    """A whole generateContent answer, or streamGenerateContent's JSON array of them (without alt=sse)."""
+    parts = doc if isinstance(doc, list) else [doc]
+    if not all(isinstance(part, dict) for part in parts):
+        return unknown("malformed", request_model)
+    meta: dict | None = None
+    model = request_model
+    for part in parts:
+        model = _model_version(part, model)
+        if isinstance(part.get("usageMetadata"), dict):
+            meta = _overlaid(meta, part["usageMetadata"])
+    if meta is None:
+        return unknown("no usage in response", model)
+    try:
+        return _checked(model, _gemini(meta))
+    except Malformed as exc:
+        return unknown(f"malformed: {exc}", model)
+
+
+def _model_version(doc: dict, fallback: str) -> str:
+    version = doc.get("modelVersion")
+    return version if isinstance(version, str) and version else fallback
+
+
 def _is_count(value: object) -> bool:
     # Anything else (a negative or absurd number too) is left for _count to refuse as malformed.
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
@@ -147,6 +185,8 @@ def usage_from_json(api: str, body: bytes, request_model: str = "") -> Usage:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         return unknown("malformed", request_model)
+    if api == GEMINI:
+        return _gemini_json(doc, request_model)
     if not isinstance(doc, dict) or not isinstance(doc.get("usage"), dict):
         return unknown("no usage in response", request_model)
     model = _model(doc, request_model)
@@ -231,7 +271,7 @@ def parse_event(raw: bytes) -> tuple[str, str]:
 # event's bytes, so an event holding none of these (and no \u escape) cannot carry usage.
 _CARRIERS = {CHAT: (b"usage", b"[DONE]"),
              RESPONSES: (b"response.completed", b"response.incomplete", b"response.failed"),
-             MESSAGES: (b"message_",)}
+             MESSAGES: (b"message_",), GEMINI: (b"usageMetadata", b"finishReason")}
 _NO_USAGE = b'"usage":null'  # on every chat chunk of a stream that asked for usage, but its last
 
 
@@ -243,6 +283,7 @@ class StreamMeter:
         self.model = request_model
         self._counts: Counts | None = None
         self._anthropic_usage: dict | None = None  # message_start's usage, every delta laid over it
+        self._gemini_usage: dict | None = None  # every event's usageMetadata laid over the ones before
         self._problem = ""
         self._carriers = _CARRIERS.get(api, ())
         self._first = True
@@ -318,6 +359,15 @@ class StreamMeter:
                 self._counts = _anthropic_counts(given, _count(usage, "output_tokens"))
             elif kind == "message_stop":
                 self.finished = True
+        elif self.api == GEMINI:
+            self.model = _model_version(doc, self.model)
+            if isinstance(doc.get("usageMetadata"), dict):
+                self._gemini_usage = _overlaid(self._gemini_usage, doc["usageMetadata"])
+                self._counts = _gemini(self._gemini_usage)
+            candidates = doc.get("candidates")
+            if isinstance(candidates, list) and any(
+                    isinstance(c, dict) and c.get("finishReason") for c in candidates):
+                self.finished = True  # Gemini's stream has no end marker but a candidate's finishReason
 
     def result(self) -> Usage:
         if self._problem:

@@ -36,6 +36,9 @@ class WireDecision:
     budget: dict | None = field(default=None, compare=False)
     # An approver's comment with a refusal (wait answers only; optional on the wire).
     comment: str | None = None
+    # Journal this model call's request and response, each body bounded by this many bytes (0: not
+    # journaled; the grant's `journal` switch and ROSTER_JOURNAL_MAX_BODY_BYTES, docs/journal.md).
+    journal_max_bytes: int = 0
     # The model wire format the control plane says the request's host speaks ("" unknown): only the
     # shape of a refusal's body depends on it (roster_gateway.provider_errors).
     wire: str = ""
@@ -112,7 +115,10 @@ def parse_decision(doc: object) -> WireDecision:
         hold_seconds=_int(doc, "hold_seconds"),
         budget=doc.get("budget") if isinstance(doc.get("budget"), dict) else None,
         wire=_wire(doc),
+        journal_max_bytes=_int(doc, "journal_max_bytes"),
     )
+    if decision.journal_max_bytes < 0:
+        raise WireError("journal_max_bytes is negative")
     if verdict == "deny":
         if not decision.reason:
             raise WireError("deny without a reason")

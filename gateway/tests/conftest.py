@@ -86,6 +86,8 @@ class FakeControlPlane:
             return 200, answer
         if path.endswith("/outcomes"):
             return 200, {"results": ["ok"] * len(body["outcomes"])}
+        if path.endswith("/journal"):
+            return 200, {"results": ["ok"] * len(body["entries"])}
         if "/proposals" in path:
             return 200, self.proposal_answer
         if path.endswith("/trace"):
@@ -171,3 +173,8 @@ async def settle(gw):
         await asyncio.gather(*list(gw.background))
     if gw.outcomes is not None:
         gw.outcomes.resume()
+
+
+def journaled(cp) -> list[dict]:
+    """Every model call the gateway journaled, in order (POST /journal)."""
+    return [e for body in cp.bodies("/journal") for e in body["entries"]]

@@ -1,6 +1,7 @@
 """Real-shaped model responses (field for field as the providers send them, ids shortened): OpenAI chat
 completions plain and streamed, the Responses API plain and streamed, Anthropic Messages plain and
-streamed. Each builder takes the counts so tables can vary them."""
+streamed, Gemini's generateContent plain and streamed (SSE, and the JSON array without alt=sse). Each
+builder takes the counts so tables can vary them."""
 
 from __future__ import annotations
 
@@ -135,3 +136,54 @@ def anthropic_sse(model="claude-sonnet-4-20250514", input=25, output=15, cache_r
                                       "usage": {"output_tokens": output}}),
                    ("message_stop", {"type": "message_stop"})]
     return _sse(events)
+
+
+# --- Gemini generateContent ---
+
+def gemini_usage(prompt=8, candidates=20, cached=0, thoughts=0, tool_prompt=0, total=None) -> dict:
+    meta = {"promptTokenCount": prompt, "candidatesTokenCount": candidates,
+            "totalTokenCount": prompt + candidates + thoughts + tool_prompt if total is None else total,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}]}
+    if cached:
+        meta["cachedContentTokenCount"] = cached
+        meta["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": cached}]
+    if thoughts:
+        meta["thoughtsTokenCount"] = thoughts
+    if tool_prompt:
+        meta["toolUsePromptTokenCount"] = tool_prompt
+    return meta
+
+
+def _gemini_part(text: str, finish: str | None, usage: dict, model: str) -> dict:
+    candidate: dict = {"content": {"parts": [{"text": text}], "role": "model"}, "index": 0}
+    if finish:
+        candidate["finishReason"] = finish
+    return {"candidates": [candidate], "usageMetadata": usage, "modelVersion": model,
+            "responseId": "mXk3aKbBNui5nvgPq5KhuQo"}
+
+
+def gemini_json(model="gemini-2.5-flash", **counts) -> bytes:
+    return json.dumps(_gemini_part("Hello there!", "STOP", gemini_usage(**counts), model), indent=2).encode()
+
+
+def _gemini_parts(model: str, counts: dict) -> list[dict]:
+    """As Gemini streams: every piece carries usageMetadata, the prompt's count from the first, the
+    candidates' (and thoughts') only once known; the last piece holds the call's whole usage."""
+    prompt = counts.get("prompt", 8)
+    early = {"promptTokenCount": prompt, "totalTokenCount": prompt,
+             "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}]}
+    return [_gemini_part("Hello", None, early, model), _gemini_part(" there", None, early, model),
+            _gemini_part("!", "STOP", gemini_usage(**counts), model)]
+
+
+def gemini_sse(model="gemini-2.5-flash", crlf=True, **counts) -> bytes:
+    """alt=sse: `data:` events only, ended with CRLF CRLF as Google's servers send them."""
+    end = "\r\n\r\n" if crlf else "\n\n"
+    return "".join("data: " + json.dumps(p, separators=(",", ":")) + end
+                   for p in _gemini_parts(model, counts)).encode()
+
+
+def gemini_array(model="gemini-2.5-flash", **counts) -> bytes:
+    """Without alt=sse: one JSON array of the same pieces, pretty-printed and comma-separated by line."""
+    return ("[" + "\n,\r\n".join(json.dumps(p, indent=2) for p in _gemini_parts(model, counts))
+            + "]").encode()

@@ -156,10 +156,37 @@ def _reconfigure(tmp_path, **opts):
 
 async def test_a_listed_name_is_dialled_and_an_unlisted_one_refused():
     vetting = listed("localhost:9000")
-    ip = await vetted_address("localhost", 9000, vetting, dns_timeout=1, granted=True)
+    ip = await vetted_address("localhost", 9000, vetting, dns_timeout=1)
     assert ip in ("127.0.0.1", "::1")
     with pytest.raises(AddressRefused):
-        await vetted_address("localhost", 9001, vetting, dns_timeout=1, granted=True)
+        await vetted_address("localhost", 9001, vetting, dns_timeout=1)
+
+
+LITERALS = [
+    # listed, literal, port, allowed: an internal literal passes only when the operator's list names it
+    ("127.0.0.1:9000", "127.0.0.1", 9000, True),
+    ("127.0.0.1:9000", "::ffff:127.0.0.1", 9000, True),
+    ("127.0.0.1:9000", "[::ffff:127.0.0.1]", 9000, True),
+    ("127.0.0.1:9000", "127.0.0.1", 9001, False),
+    ("127.0.0.1:9000", "127.0.0.2", 9000, False),
+    ("[::1]:9000", "::1", 9000, True),
+    ("[::1]:9000", "[::1]", 9000, True),
+    ("[::1]:9000", "127.0.0.1", 9000, False),
+    ("10.20.0.0/16", "10.20.0.7", 443, True),
+    ("10.20.0.0/16", "[::ffff:10.20.0.7]", 443, True),
+    ("10.20.0.0/16", "10.21.0.7", 443, False),
+    ("localhost:9000", "127.0.0.1", 9000, False),  # a listed name lifts the check for that name only
+]
+
+
+@pytest.mark.parametrize("text,host,port,allowed", LITERALS, ids=[f"{t}->{h}:{p}" for t, h, p, _ in LITERALS])
+async def test_an_internal_literal_passes_only_when_listed(text, host, port, allowed):
+    vetting = listed(text)
+    if allowed:
+        assert await vetted_address(host, port, vetting, dns_timeout=1)
+    else:
+        with pytest.raises(AddressRefused, match="not a public address"):
+            await vetted_address(host, port, vetting, dns_timeout=1)
 
 
 async def test_the_addon_dials_a_listed_private_upstream_and_refuses_others(cp, token_file):
@@ -180,3 +207,27 @@ async def test_the_addon_dials_a_listed_private_upstream_and_refuses_others(cp, 
         await addon.shutdown()
     assert listed_flow.response is None and listed_flow.request.host == "127.0.0.1"
     assert unlisted.response.status_code == 403 and b"blocked_address" in unlisted.response.content
+
+
+async def test_the_addon_refuses_a_granted_literal_until_the_operator_lists_it(cp, token_file):
+    # The control plane allows the request (a grant names 127.0.0.1); the gateway still refuses to dial it
+    # while roster_private_upstreams is empty, and dials it once the list names it.
+    from mitmproxy.test import taddons
+    from roster_gateway.addon import Gateway
+
+    from tests.conftest import CP_URL
+
+    outcomes = {}
+    for setting in ("", "127.0.0.1:9000"):
+        addon = Gateway(transport=cp)
+        cp.decide = allow(grant="g-loopback-literal")
+        with taddons.context(addon) as tctx:
+            tctx.configure(addon, roster_control_plane=CP_URL, roster_service_token_file=str(token_file),
+                           roster_private_upstreams=setting)
+            flow = make_flow(host="127.0.0.1", port=9000)
+            await addon.request(flow)
+            await addon.shutdown()
+        outcomes[setting] = flow
+    refused, listed_flow = outcomes[""], outcomes["127.0.0.1:9000"]
+    assert refused.response.status_code == 403 and b"blocked_address" in refused.response.content
+    assert listed_flow.response is None and listed_flow.request.host == "127.0.0.1"

@@ -1,5 +1,6 @@
-"""How long held requests waited for a person: decided ones until their decision, expired ones until
-their expiry (swept or not yet), abandoned ones until the box gave up, and pending ones until now."""
+"""How long held requests made their box wait: decided ones until their decision, expired ones until
+their expiry (swept or not yet), abandoned ones until the box gave up, pending ones until now, each at
+most until the gateway's hold ended or it let go (issue 27.1: the chart counted the approval's lifetime)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,13 @@ from controlplane.fleet.services import run_create, worker_create
 
 UTC = dt.UTC
 NOW = dt.datetime(2026, 3, 15, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _long_hold(settings):
+    # Most tests here are about the outcomes: a hold longer than any wait, so it never cuts one short.
+    settings.ROSTER_APPROVAL_HOLD_SECONDS = 7200
+    settings.ROSTER_APPROVAL_TTL_SECONDS = 7200
 
 
 @pytest.fixture
@@ -48,10 +56,26 @@ def test_each_outcome_waits_until_its_own_end(run):
     assert {w.worker for w in waits} == {"waiter"}
 
 
-def test_a_late_decision_after_the_box_gave_up_counts_to_the_decision(run):
+def test_a_late_decision_after_the_box_gave_up_counts_what_the_box_waited(run):
     _held(run, _at(10), ttl=3600, status="approved", abandoned_at=_at(9), decided_at=_at(5))
     [wait] = held_request_waits(_at(60), NOW)
-    assert wait.outcome == "approved" and wait.seconds == 300
+    assert wait.outcome == "approved" and wait.seconds == 60
+
+
+def test_the_box_waits_at_most_the_gateway_hold_not_the_approval_life(run, settings):
+    """The issue's case: the box is held 60 s, the approval lives 5 min."""
+    settings.ROSTER_APPROVAL_HOLD_SECONDS = 60
+    settings.ROSTER_APPROVAL_TTL_SECONDS = 300
+    _held(run, _at(50), ttl=300, status="expired", abandoned_at=_at(49))  # the gateway let go, then expiry
+    _held(run, _at(40), ttl=300, status="expired")  # no report of the gateway letting go: the hold ends it
+    _held(run, _at(30), ttl=300, status="approved", decided_at=_at(27), abandoned_at=_at(29))
+    _held(run, _at(20), ttl=300, status="refused", decided_at=_at(20) + dt.timedelta(seconds=20))
+    _held(run, _at(3), ttl=300)  # pending, the box was let go after its hold
+    _held(run, _at(0.5), ttl=300)  # still held: 30 s so far
+    waits = held_request_waits(_at(60), NOW)
+    assert [(w.outcome, w.seconds) for w in waits] == [
+        ("expired", 60), ("expired", 60), ("approved", 60), ("refused", 20), ("abandoned", 60),
+        ("waiting", 30)]
 
 
 def test_only_requests_held_since_the_start_count(run):

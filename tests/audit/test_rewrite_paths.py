@@ -15,6 +15,7 @@ from django.utils import timezone
 from controlplane.audit import triggers
 from controlplane.audit.services import audit_append
 from controlplane.fleet.models import Worker
+from controlplane.journal.models import JournalCall
 from controlplane.ledger import services as ledger
 from controlplane.ledger.models import ModelCallReservation
 
@@ -33,6 +34,8 @@ TABLES = [
           {"id": "1000", "seq": "1000", "hash": "'" + "f" * 64 + "'"}),
     Table("ledger_spendline", "amount", "0", ("id",), {"id": "1000"}),
     Table("ledger_modelcallreservation", "micro", "0", ("id", "decision_id"),
+          {"id": "1000", "decision_id": "'dc_fresh'"}),
+    Table("journal_journalcall", "response_sha256", "''", ("id", "decision_id"),
           {"id": "1000", "decision_id": "'dc_fresh'"}),
 ]
 REFUSED = "append-only"
@@ -153,6 +156,11 @@ def _seed() -> None:
             decision_id=f"dc_m{n}", model="m", input_estimate=10, max_output=10, tokens=20, micro=500,
             created_at=timezone.now())
     audit_append("decision", {"n": 2})
+    for n in (1, 2):  # the run journal's model calls (controlplane.journal)
+        JournalCall.objects.create(
+            decision_id=f"dc_j{n}", run_id_ref=1, grant_slug="g", started_at=timezone.now(),
+            ended_at=timezone.now(), method="POST", url="https://model.example/v1/chat/completions",
+            request_sha256="a" * 64, request_size=2, status=200, response_sha256="b" * 64)
 
 
 def _snapshot() -> dict[str, list[tuple]]:

@@ -84,7 +84,7 @@ def test_flush_of_the_test_database_empties_the_tables():
     assert AuditRecord.objects.count() == 0
     # The flush lifted the triggers for itself only: they are back, for every append-only table.
     assert triggers.append_only_tables(connection) == [
-        "audit_auditrecord", "ledger_modelcallreservation", "ledger_spendline"]
+        "audit_auditrecord", "journal_journalcall", "ledger_modelcallreservation", "ledger_spendline"]
     audit_append("decision", {})
     with pytest.raises(DatabaseError, match="append-only"):
         _raw("DELETE FROM audit_auditrecord")
@@ -98,7 +98,7 @@ def test_a_failed_flush_leaves_the_triggers_in_place(monkeypatch):
     monkeypatch.setattr(django_flush, "sql_flush", lambda *a, **k: ["DELETE FROM no_such_table"])
     with pytest.raises(Exception, match="couldn't be flushed"):
         call_command("flush", interactive=False, verbosity=0)
-    assert len(triggers.append_only_tables(connection)) == 3
+    assert len(triggers.append_only_tables(connection)) == 4
     with pytest.raises(DatabaseError, match="append-only"):
         _raw("DELETE FROM audit_auditrecord")
     assert AuditRecord.objects.count() == 1

@@ -14,6 +14,7 @@ from controlplane.approvals.services import approval_decide
 from controlplane.audit.models import AuditRecord
 from controlplane.core.roles import APPROVERS
 from controlplane.core.taint import DataClass
+from controlplane.fleet.models import RunDecision
 from controlplane.fleet.services import run_raise_taint
 from controlplane.ledger.models import Cap
 from tests.contract import contract
@@ -146,8 +147,45 @@ def test_outcome_scrubbed_fixture_settles_and_audits_a_tripwire(gateway, live_ru
     assert "real-openai-key" not in record.body
 
 
+def test_outcome_response_sha256_fixture_is_stored_on_the_decision_and_its_settle(gateway, live_run,
+                                                                                  make_grant):
+    run, token = live_run
+    allow = _allowed(gateway, token, make_grant)
+    fixture = contract.load("outcome_response_sha256", **{contract.DECISION_ID: allow["decision_id"]})
+    digest = fixture["request"]["response_sha256"]
+    response = gateway.post(fixture["endpoint"].split(" ", 1)[1], fixture["request"])
+    assert response.status_code == fixture["status_code"], response.content
+    assert contract.mismatches(fixture["response"], response.json(), frozenset(fixture["variable"])) == []
+    assert RunDecision.objects.get(decision_id=allow["decision_id"]).response_sha256 == digest
+    [settled] = [r for r in AuditRecord.objects.filter(kind="spend", run_id_ref=run.pk)
+                 if '"op":"settle"' in r.body]
+    assert f'"response_sha256":"{digest}"' in settled.body
+
+
+@pytest.mark.parametrize("digest", ["", "ABC", "0" * 63, "g" * 64, "0" * 65, 7])
+def test_a_malformed_response_sha256_is_refused(gateway, live_run, make_grant, digest):
+    _run, token = live_run
+    allow = _allowed(gateway, token, make_grant)
+    fixture = contract.load("outcome_response_sha256", **{contract.DECISION_ID: allow["decision_id"]})
+    fixture["request"]["response_sha256"] = digest
+    assert gateway.post("/api/gateway/outcome", fixture["request"]).status_code == 422
+    assert RunDecision.objects.get(decision_id=allow["decision_id"]).outcome_at is None
+
+
+def test_an_outcome_without_response_sha256_still_settles(gateway, live_run, make_grant):
+    """An older gateway sends no digest: the outcome settles and the decision's digest stays empty."""
+    _run, token = live_run
+    allow = _allowed(gateway, token, make_grant)
+    fixture = contract.load("outcome", **{contract.DECISION_ID: allow["decision_id"]})
+    assert "response_sha256" not in fixture["request"]
+    assert gateway.post("/api/gateway/outcome", fixture["request"]).status_code == 200
+    decision = RunDecision.objects.get(decision_id=allow["decision_id"])
+    assert decision.outcome_at is not None and decision.response_sha256 == ""
+
+
 def test_every_fixture_is_exercised():
-    exercised = set(SCENARIOS) | set(contract.names("wait_")) | set(OTHER_FIXTURES) | {"outcome_scrubbed"}
+    exercised = (set(SCENARIOS) | set(contract.names("wait_")) | set(OTHER_FIXTURES)
+                 | {"outcome_scrubbed", "outcome_response_sha256"})
     assert set(contract.names()) == exercised
 
 

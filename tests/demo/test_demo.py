@@ -56,7 +56,8 @@ def test_the_summary_comes_from_the_records(db):
     assert [d["method"] for d in facts.decisions] == ["POST", "POST", "GET", "GET"]
     assert summary_line(facts, True) == (
         "demo: 2 model calls, 1234 tokens metered, 3 allowed, 1 denied, 1 proposals executed, "
-        "0 chat messages relayed, 0 chat approvals, audit OK")
+        "0 chat messages relayed, 0 chat approvals, 0 notes, 0 knowledge commits, audit OK")
+    assert summary_line(facts, True, 1, 1).endswith(", 1 notes, 1 knowledge commits, audit OK")
     assert summary_line(facts, False).endswith("audit BROKEN")
 
 
@@ -84,7 +85,7 @@ def test_chat_counts_come_from_the_run_s_records_only(db):
     record("approval", {"approval": "a3", "event": "decided", "channel": "chat"}, on=other)
     facts = run_facts(run, demo.MODEL_GRANT)
     assert (facts.chat_messages, facts.chat_approvals) == (5, 2)
-    assert ", 5 chat messages relayed, 2 chat approvals, audit OK" in summary_line(facts, True)
+    assert ", 5 chat messages relayed, 2 chat approvals, 0 notes" in summary_line(facts, True)
     assert run_facts(other, demo.MODEL_GRANT).chat_approvals == 1
 
 

@@ -87,6 +87,50 @@ def test_output_read_back_from_dockers_log_is_never_claimed_whole():
     assert _collect([b"short\n"]).truncated is True
 
 
+class _ExitedBox(_AttachedBox):
+    """Its attached stream ended before the last bytes; its log (read after the exit) holds `logged`."""
+
+    def __init__(self, attached, logged):
+        super().__init__(attached)
+        self.logged = logged
+
+    def log_frames(self):
+        return iter([_frame(chunk) for chunk in self.logged])
+
+
+def _exited(attached, logged, max_bytes=10) -> OutputCollector:
+    box = _ExitedBox(attached, logged)
+    collector = OutputCollector(box, max_bytes, open_log=lambda container, follow: container.log_frames())
+    collector.attach_before_start()
+    collector.start()
+    collector.finish(timeout=0.5)
+    collector.take_tail_from_log()
+    return collector
+
+
+def test_a_tail_the_attached_stream_missed_is_taken_from_the_log_of_the_exited_box():
+    collector = _exited([b"0123"], [b"01", b"23", ("err", b"45"), b"6"])
+    assert collector.pieces() == [("stdout", "0123"), ("stderr", "45"), ("stdout", "6")]
+    assert collector.truncated is False
+
+
+def test_a_tail_from_the_log_still_stops_at_the_limit_and_says_so():
+    collector = _exited([b"0123"], [b"0123456789abc"])
+    assert collector.text() == "0123456789" and collector.truncated is True
+
+
+def test_a_log_that_does_not_extend_what_was_read_changes_nothing():
+    """A rotated log (its start gone) or another source order is not the box's whole output."""
+    for logged in ([b"3456789"], [("err", b"0123"), b"45"], [b"0124"]):
+        collector = _exited([b"0123"], logged)
+        assert collector.pieces() == [("stdout", "0123")], logged
+
+
+def test_a_full_capture_never_reads_the_log():
+    collector = _exited([b"0123456789xyz"], [b"something else entirely"])
+    assert collector.text() == "0123456789" and collector.truncated is True
+
+
 def test_stdout_and_stderr_keep_arrival_order_and_sources():
     collector = _attached([b"out 1\n", ("err", b"err 1\n"), b"out 2\n", ("err", b"err 2\n"),
                            ("err", b"err 3\n")], max_bytes=1024)

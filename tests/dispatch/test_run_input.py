@@ -17,6 +17,7 @@ from controlplane.dispatch.rundirs import run_dirs_create
 from controlplane.dispatch.runinput import Conversation, Turn, prompt_text, run_input_assemble
 from controlplane.fleet.selectors import run_carried_conversation, run_participants
 from controlplane.fleet.services import RunStateError, run_create
+from controlplane.knowledge import repo as git
 
 ANA = Turn(speaker="@ana:example.org", name="Ana", role="member", time="2026-11-30T10:00:00Z",
            text="Can you check the deploy?")
@@ -36,7 +37,10 @@ def test_input_json_holds_the_task_and_each_turn_as_labelled_data(worker, gatewa
     dirs = run_dirs_create(run, run_input)
     document = json.loads((dirs.config / "input.json").read_text())
     assert document == {
-        "run": run.pk, "worker": worker.name, "task": "Answer the room.", "notes": [], "knowledge": None,
+        "run": run.pk, "worker": worker.name, "task": "Answer the room.", "notes": [],
+        # a run that carried conversation content reads its worker's knowledge and cannot write it
+        "knowledge": {"path": "/knowledge", "commit": git.head(git.repo_path(worker.name)),
+                      "writable": False},
         "conversation": {"channel": "ops-room", "turns": [ANA.as_dict(), FORGER.as_dict()]}}
     for name in ("input.json", "prompt.md"):
         mode = (dirs.config / name).stat().st_mode

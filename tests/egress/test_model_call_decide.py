@@ -75,3 +75,25 @@ def test_bad_model_call_facts_are_refused(gateway, token, make_grant, bad):
     response = gateway.post("/api/gateway/decide", decide_body(token, model_call=bad))
     assert response.status_code == 422
     assert not ModelCallReservation.objects.exists() and not SpendLine.objects.exists()
+
+
+def test_a_gemini_call_reserves_and_settles_like_the_others(gateway, token, make_grant):
+    # The gateway reads Gemini's model from the path and its bound from generationConfig (docs/wire.md).
+    make_grant()
+    ModelPrice.objects.create(pattern="gemini-2.5-flash", input_micro_per_million=1_000_000,
+                              cached_input_micro_per_million=250_000, output_micro_per_million=4_000_000,
+                              max_output_tokens=65536)
+    call = {"api": "gemini", "model": "gemini-2.5-flash", "stream": True, "max_output_tokens": 1000,
+            "choices": 1, "input_estimate": 500}
+    answer = gateway.decide(decide_body(token, model_call=call))
+    assert answer["verdict"] == "allow"
+    assert ModelCallReservation.objects.get(decision_id=answer["decision_id"]).tokens == 1500
+    usage = {"known": True, "model": "gemini-2.5-flash", "input": 400, "cached_input": 0, "output": 300,
+             "reasoning": 200, "problem": ""}
+    response = gateway.post("/api/gateway/outcome", {"decision_id": answer["decision_id"], "status": 200,
+                                                     "request_bytes": 1, "response_bytes": 2, "error": "",
+                                                     "scrubbed": 0, "usage": usage})
+    assert response.status_code == 200
+    lines = SpendLine.objects.filter(decision_id=answer["decision_id"])
+    assert sum(line.amount for line in lines if line.unit == "tokens") == 700
+    assert sum(line.amount for line in lines if line.unit == "micro") == 400 + 1200

@@ -110,10 +110,10 @@ def test_outcome_batch_survives_one_broken_outcome(gateway, live_run, make_grant
     good, bad = (gateway.decide(decide_body(token))["decision_id"] for _ in range(2))
     real_settle = outcomes.settle
 
-    def settle(decision_id, *args):
+    def settle(decision_id, *args, **kwargs):
         if decision_id == bad:
             raise RuntimeError("disk on fire")
-        return real_settle(decision_id, *args)
+        return real_settle(decision_id, *args, **kwargs)
 
     monkeypatch.setattr(outcomes, "settle", settle)
     response = gateway.post(OUTCOMES, {"outcomes": [_outcome(good), _outcome(bad)]})

@@ -9,13 +9,15 @@ import io
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from controlplane.audit.export import csv_rows, jsonl_lines
 from controlplane.audit.models import AuditRecord
 from controlplane.audit.verify import verify_sequential
+from controlplane.core.roles import ADMINS, ensure_roles
+from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_create
 from controlplane.memory.models import Note
 from controlplane.memory.selectors import notes_about_person
@@ -108,6 +110,11 @@ def test_a_runs_notes_are_forgotten_as_its_repair(worker):
     assert forgotten.text == "" and forgotten.forgotten_reason == f"repair of run {run.pk}"
     other.refresh_from_db()
     assert other.text == "From elsewhere."
+    repair = AuditRecord.objects.get(kind="repair")
+    assert repair.run_id_ref == run.pk and f'"repairs":{run.pk}' in repair.body.replace(" ", "")
+    assert f'"notes":[{forgotten.pk}]' in repair.body.replace(" ", "")
+    with pytest.raises(Run.DoesNotExist):
+        notes_forget_run(999999, by="admin")
 
 
 def test_retention_forgets_by_scope(worker, settings):
@@ -130,13 +137,19 @@ def test_retention_forgets_by_scope(worker, settings):
 def test_the_memory_command_lists_corrects_and_forgets_for_admins_only(worker, monkeypatch):
     note = note_write(worker, "person", "Ana prefers mail.", channel="ops", person="@ana:x")
     User.objects.create_user("viewer", password="pw-viewer-12345")
-    User.objects.create_user("root", password="pw-root-123456", is_staff=True)
+    root = User.objects.create_user("root", password="pw-root-123456")
+    ensure_roles()
+    root.groups.add(Group.objects.get(name=ADMINS))
+    # Staff without the Admins group (an approver with admin-site access) is not an admin here.
+    User.objects.create_user("staff-approver", password="pw-staff-12345", is_staff=True)
     out = io.StringIO()
     call_command("memory", "list", "--person", "@ana:x", stdout=out)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("ID\tWORKER\tSCOPE") and "Ana prefers mail." in lines[1]
     with pytest.raises(CommandError, match="not an admin"):
         call_command("memory", "forget", str(note.pk), "--user", "viewer")
+    with pytest.raises(CommandError, match="staff-approver is not an admin"):
+        call_command("memory", "forget", str(note.pk), "--user", "staff-approver")
     with pytest.raises(CommandError, match="no active user"):
         call_command("memory", "forget", str(note.pk), "--user", "nobody")
     with pytest.raises(CommandError, match="no note 999"):

@@ -119,3 +119,30 @@ def test_admin_dry_runs_its_unsaved_change(recorded, client):
     assert "docs.example.com / researcher: 1 would change" in html
     assert Grant.objects.get(slug="docs").mode == "auto"
     assert '"by":"root"' in AuditRecord.objects.get(kind="dry_run").body
+
+
+def test_an_unchanged_conditioned_grant_set_reports_no_change_and_says_why(recorded):
+    """Issue 27.3: replays carry no headers, so a grant with header conditions would flip every request it
+    allowed; the dry-run counts those replays and says so instead."""
+    worker = recorded
+    Grant.objects.create(slug="json-only", worker=worker, host="json.example.com", methods=["POST"],
+                         mode="auto",
+                         header_conditions=[{"name": "content-type", "equals": "application/json"}])
+    run, token = run_create(worker, command=["x"])
+    run_set_status(run.pk, Run.Status.RUNNING)
+    Run.objects.filter(pk=run.pk).update(box_address=BOX)
+    answer = decide(EgressRequest(token=token, client=BOX, method="POST", scheme="https",
+                                  host="json.example.com", port=443, path="/in",
+                                  headers=(("content-type", "application/json"),), body_size=2,
+                                  body_sha256="", body_preview="", mcp=()))
+    assert str(answer.decision.verdict) == "allow"
+    stored = Grant.objects.get(slug="json-only")
+    report = dry_run.dry_run(dry_run.rules_with_draft(GrantRule.from_model(stored), "json-only"), days=1,
+                             actor="t", source="unchanged")
+    assert report.changes == []
+    assert report.header_conditioned == 1 and report.header_conditioned_differ == 1
+    text = "\n".join(report.lines())
+    assert "1 replayed decisions are aimed at a grant with header conditions" in text
+    assert "0 would change" in text
+    record = AuditRecord.objects.filter(kind="dry_run").last()
+    assert '"header_conditioned":1' in record.body

@@ -19,8 +19,8 @@ def _proposal_steps() -> list[dict]:
     return [step for step in script["steps"] if step.get("tool") == "propose"]
 
 
-def test_demo_proposes_a_post_and_an_email():
-    assert [s["arguments"]["kind"] for s in _proposal_steps()] == ["webhook", "email"]
+def test_demo_proposes_a_post_an_email_and_a_note():
+    assert [s["arguments"]["kind"] for s in _proposal_steps()] == ["webhook", "email", "memory_note"]
     assert email_step() in _proposal_steps()
 
 

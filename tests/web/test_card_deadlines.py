@@ -13,7 +13,7 @@ from tests.web.test_approval_views import QUEUE, _login
 
 
 def _text(html: str, cls: str) -> str:
-    part = html[html.index(f'class="{cls}"'):]
+    part = html[html.index(f'class="{cls}'):]
     return part[part.index(">") + 1:part.index("</time>")]
 
 
@@ -30,4 +30,7 @@ def test_card_shows_the_box_wait_and_the_approval_window_apart(approver, run, se
     Approval.objects.filter(pk=approval.pk).update(abandoned_at=timezone.now())
     html = _login(approver).get(QUEUE).content.decode()
     assert _text(html, "box-wait") == "stopped waiting"
+    # Nothing left to count down: without data-box-until the queue's script leaves it (issue 27.1).
+    assert 'data-stopped="1"' in html and "data-box-until" not in html
+    assert "Can be approved, for an identical retry, for" in html
     assert re.fullmatch(r"4 min \d\d? s|5 min", _text(html, "countdown"))  # still decidable

@@ -1,1 +1,1 @@
-"""An offline, scripted stand-in for a model provider (OpenAI and Anthropic wire formats)."""
+"""An offline, scripted stand-in for a model provider (OpenAI, Anthropic and Gemini wire formats)."""

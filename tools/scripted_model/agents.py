@@ -60,7 +60,7 @@ AGENT_TOOLS: dict[str, AgentTools] = {
         write=lambda path, content: _call("write", filePath=f"{WORKSPACE}/{path}", content=content),
         command=lambda line: _call("bash", command=line)),
     # Gemini CLI 0.61: `write_file` (`file_path`, `content`) and `run_shell_command` (`command`), as its
-    # request's functionDeclarations name them (the scripted model does not speak Gemini yet).
+    # request's functionDeclarations name them.
     "gemini-cli": AgentTools(
         write=lambda path, content: _call("write_file", file_path=f"{WORKSPACE}/{path}", content=content),
         command=lambda line: _call("run_shell_command", command=line, description="Run the step's command")),

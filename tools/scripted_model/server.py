@@ -1,5 +1,6 @@
 """The scripted model server: an upstream that speaks OpenAI chat completions (plain and streamed),
-OpenAI responses and Anthropic messages, answering from a script file. It runs outside any box, like a
+OpenAI responses, Anthropic messages and Gemini generateContent (plain, SSE and JSON-array streams),
+answering from a script file. It runs outside any box, like a
 real provider, and accepts only requests carrying the configured key, so a test that sees `authorized`
 requests knows the gateway injected the real key (the box holds only a sentinel).
 
@@ -18,16 +19,18 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tools.scripted_model import formats
+from tools.scripted_model import formats, gemini
 from tools.scripted_model.script import Script, chat_turns, responses_turns
 
 MAX_BODY = 8 * 1024 * 1024
 KEEP_BODIES = 64  # the last request bodies kept for inspection (tests read tool results from them)
 
 
-def _credential(headers, anthropic: bool) -> str:
-    if anthropic and headers.get("x-api-key"):
+def _credential(headers, api: str) -> str:
+    if api == "anthropic" and headers.get("x-api-key"):
         return headers["x-api-key"]
+    if api == "gemini":
+        return headers.get("x-goog-api-key", "")  # Gemini's SDKs send the key here, never as a bearer
     value = headers.get("authorization", "")
     return value[7:] if value[:7].lower() == "bearer " else ""
 
@@ -74,9 +77,9 @@ def _handler(model: ScriptedModel):
             self.end_headers()
             self.wfile.write(data)
 
-        def _send_stream(self, events: Iterator[bytes]) -> None:
+        def _send_stream(self, events: Iterator[bytes], content_type: str = "text/event-stream") -> None:
             self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-type", content_type)
             self.send_header("cache-control", "no-cache")
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
@@ -93,16 +96,19 @@ def _handler(model: ScriptedModel):
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
         def do_POST(self):  # noqa: N802
-            route = self.path.split("?", 1)[0]
+            route, _, query = self.path.partition("?")
             api = {"/v1/chat/completions": "chat", "/v1/responses": "responses",
                    "/v1/messages": "anthropic"}.get(route)
+            generate = gemini.route(route)
+            if generate is not None:
+                api = "gemini"
             length = int(self.headers.get("content-length") or 0)
             if api is None or not 0 < length <= MAX_BODY:
                 error = {"message": "unknown route or bad body", "type": "invalid_request_error"}
                 self._send_json(404 if api is None else 400, {"error": error})
                 return
             raw = self.rfile.read(length)
-            authorized = model.key_matches(_credential(self.headers, api == "anthropic"))
+            authorized = model.key_matches(_credential(self.headers, api))
             try:
                 body = json.loads(raw)
                 if not isinstance(body, dict):
@@ -112,23 +118,39 @@ def _handler(model: ScriptedModel):
                 self._send_json(400, {"error": {"message": "body is not a JSON object",
                                                 "type": "invalid_request_error"}})
                 return
-            stream = body.get("stream") is True
-            turns = responses_turns(body) if api == "responses" else chat_turns(body)
+            stream = generate[1] if generate else body.get("stream") is True
+            if api == "gemini":
+                turns = gemini.turns(body)
+            else:
+                turns = responses_turns(body) if api == "responses" else chat_turns(body)
             entry = {"path": route, "api": api, "stream": stream, "step": turns, "authorized": authorized,
-                     "model": body.get("model")}
+                     "model": generate[0] if generate else body.get("model")}
+            if api == "gemini" and stream:
+                entry["sse"] = "alt=sse" in query.split("&")
             if authorized:
                 tokens_in, tokens_out = formats.usage_numbers(model.script.step(turns), raw)
                 entry["usage"] = {"input": tokens_in, "output": tokens_out}
             model.record(entry, body)
+            if not authorized and api == "gemini":
+                message = "API key not valid. Please pass a valid API key."
+                error = {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}
+                self._send_json(400, {"error": error})
+                return
             if not authorized:
                 self._send_json(401, {"error": {"message": "Incorrect API key provided.",
                                                 "type": "invalid_request_error", "code": "invalid_api_key"}})
                 return
-            self._answer(api, stream, body, raw, turns)
+            self._answer(api, stream, body, raw, turns, sse=entry.get("sse", True))
 
-        def _answer(self, api: str, stream: bool, body: dict, raw: bytes, turns: int) -> None:
+        def _answer(self, api: str, stream: bool, body: dict, raw: bytes, turns: int, *, sse: bool) -> None:
             step, name = model.script.step(turns), model.script.model
-            if api == "chat" and stream:
+            if api == "gemini" and stream and sse:
+                self._send_stream(gemini.sse_stream(step, name, raw))
+            elif api == "gemini" and stream:
+                self._send_stream(gemini.array_stream(step, name, raw), "application/json; charset=UTF-8")
+            elif api == "gemini":
+                self._send_json(200, gemini.response(step, name, raw))
+            elif api == "chat" and stream:
                 options = body.get("stream_options") or {}
                 usage = bool(options.get("include_usage"))
                 self._send_stream(formats.chat_completion_stream(step, name, raw, usage))

@@ -20,7 +20,10 @@ from controlplane.proposals.validation import (
     validate_destination,
 )
 
-DESTINATION_EDITS = AuditedModel("destination", name=lambda dest: dest.name, describe=destination_to_data)
+# A webhook's URL (Slack's and most others' carry their token in the path) and its extra headers are
+# credential-like: the record names their change, masked (docs/audit.md, admin edits).
+DESTINATION_EDITS = AuditedModel("destination", name=lambda dest: dest.name, describe=destination_to_data,
+                                 masked=frozenset({"url", "headers"}))
 
 
 def _rule_data(rule: TrustRule) -> dict:

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane.core.errors import RosterError
+from controlplane.proposals.holds import hold_hits
 from controlplane.proposals.models import Proposal, TrustRule
 from controlplane.proposals.selectors import matching_rule
 from controlplane.proposals.services.record import record
@@ -64,6 +65,13 @@ def approve_by_rule(proposal: Proposal) -> TrustRule | None:
     if proposal.untrusted:
         # The untrusted flag acts (invariant 1): a run that received untrusted content earns no trust;
         # its proposals wait for a person whatever a rule says.
+        return None
+    hits = hold_hits(proposal)
+    if hits:
+        # A tripwire found something (the participant scan): a person decides, seeing the hits.
+        proposal.held = hits[:50]
+        proposal.save(update_fields=["held"])
+        record(proposal, "held", hits=proposal.held)
         return None
     rule = matching_rule(proposal)
     if rule is None:

@@ -19,6 +19,7 @@ _STATUS = object()  # the verdict column is the status the change left the propo
 # executor's in-between steps settle nothing.
 EVENTS = {
     "proposed": "ask",
+    "held": "ask",
     "decided": _STATUS,
     "retry": _STATUS,
     "executing": "",

@@ -39,7 +39,7 @@ ANSWER = "Wrote notes/summary.txt; the page said hello; the upload was refused b
 TASK = "Read today's notes, write a summary to notes/summary.txt, and upload it."
 # The secret kind whose sentinel looks like each wire's key (the box's variable is the preset's).
 SECRET_KINDS = {"openai-chat": Secret.Kind.OPENAI, "openai-responses": Secret.Kind.OPENAI,
-                "anthropic-messages": Secret.Kind.ANTHROPIC, "gemini": Secret.Kind.GENERIC}
+                "anthropic-messages": Secret.Kind.ANTHROPIC, "gemini": Secret.Kind.GEMINI}
 
 
 @dataclass

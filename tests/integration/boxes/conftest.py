@@ -193,7 +193,10 @@ class Restartable:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
-@pytest.fixture(scope="session")
+# Package-scoped, not session-scoped: a live Celery worker or box watcher admits every queued run of the
+# test database, so left running after this package it would claim the runs later suites queue and drive
+# themselves (the relay's runs, a queued run's page).
+@pytest.fixture(scope="package")
 def celery_workers(celery_env, celery_broker, tmp_path_factory):
     workers = Restartable(procs.celery_worker, celery_env, tmp_path_factory.mktemp("celery"), "celery.log")
     workers.start()
@@ -203,7 +206,7 @@ def celery_workers(celery_env, celery_broker, tmp_path_factory):
         workers.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def box_watchers(celery_env, celery_broker, tmp_path_factory):
     watchers = Restartable(procs.box_watcher, celery_env, tmp_path_factory.mktemp("boxwatcher"),
                            "boxwatcher.log")

@@ -28,18 +28,24 @@ def approval_ttl_seconds() -> int:
     return DEFAULT_TTL_SECONDS
 
 
+@pytest.fixture(scope="module")
+def approval_hold_seconds() -> int | None:
+    """The box's own wait; None: past the approval's life (harness.control_plane_env)."""
+    return None
+
+
 @pytest.fixture(scope="session")
 def _stacks(django_db_setup, redis_url, tmp_path_factory):
-    """One running stack per approval TTL, shared by every module that wants that TTL."""
+    """One running stack per approval TTL (and box hold), shared by every module that wants it."""
     from tests.support.gateway import gateway_process
 
-    running: dict[int, dict] = {}
+    running: dict[tuple[int, int | None], dict] = {}
     with contextlib.ExitStack() as exits:
-        def start(ttl: int) -> dict:
-            if ttl not in running:
-                tmp = tmp_path_factory.mktemp(f"browser-stack-ttl{ttl}")
+        def start(ttl: int, hold: int | None = None) -> dict:
+            if (ttl, hold) not in running:
+                tmp = tmp_path_factory.mktemp(f"browser-stack-ttl{ttl}-hold{hold}")
                 db_name = str(django_settings.DATABASES["default"]["NAME"])
-                env = harness.control_plane_env(db_name, redis_url, GATEWAY_SERVICE_TOKEN, ttl)
+                env = harness.control_plane_env(db_name, redis_url, GATEWAY_SERVICE_TOKEN, ttl, hold)
                 upstream = harness.UpstreamServer()
                 exits.callback(upstream.close)
                 base_url = exits.enter_context(procs.daphne_server(env, tmp))
@@ -47,15 +53,16 @@ def _stacks(django_db_setup, redis_url, tmp_path_factory):
                 gateway = exits.enter_context(gateway_process(
                     base_url, GATEWAY_SERVICE_TOKEN, tmp, allow_loopback_upstreams=True,
                     hold_seconds=ttl + 30))
-                running[ttl] = {"base_url": base_url, "gateway": gateway, "upstream": upstream, "tmp": tmp}
-            return running[ttl]
+                running[(ttl, hold)] = {"base_url": base_url, "gateway": gateway, "upstream": upstream,
+                                        "tmp": tmp}
+            return running[(ttl, hold)]
 
         yield start
 
 
 @pytest.fixture(scope="module")
-def stack(_stacks, approval_ttl_seconds):
-    return _stacks(approval_ttl_seconds)
+def stack(_stacks, approval_ttl_seconds, approval_hold_seconds):
+    return _stacks(approval_ttl_seconds, approval_hold_seconds)
 
 
 @pytest.fixture(scope="module")

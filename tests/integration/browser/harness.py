@@ -25,11 +25,14 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 UPSTREAM_BODY = b"upstream ok"
 
 
-def control_plane_env(db_name: str, redis_url: str, service_token: str, ttl_seconds: int) -> dict[str, str]:
+def control_plane_env(db_name: str, redis_url: str, service_token: str, ttl_seconds: int,
+                      hold_seconds: int | None = None) -> dict[str, str]:
+    """`hold_seconds`: the box's own wait (ROSTER_APPROVAL_HOLD_SECONDS); by default past the approval's
+    life, so a held request lasts as long as its approval can be given."""
     return procs.control_plane_env(db_name, redis_url, {
         "ROSTER_GATEWAY_TOKEN_SHA256": hashlib.sha256(service_token.encode()).hexdigest(),
         "ROSTER_APPROVAL_TTL_SECONDS": str(ttl_seconds),
-        "ROSTER_APPROVAL_HOLD_SECONDS": str(ttl_seconds + 30),
+        "ROSTER_APPROVAL_HOLD_SECONDS": str(ttl_seconds + 30 if hold_seconds is None else hold_seconds),
     })
 
 

@@ -3,6 +3,7 @@ request is held at the gateway until someone decides."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -70,7 +71,9 @@ def test_held_request_appears_live_and_approval_lets_it_through(world, page_for)
     assert "POST" in text and f"http://127.0.0.1:{world['upstream'].port}/v1/send?to=team" in text
     assert "mailer" in text and f"run {world['run'].pk}" in text and "upstream-post-ask" in text
     assert "private" in text and "weekly digest" in text
-    assert "min" in card.locator("time.countdown").inner_text()
+    # How long the approval stays usable (at most the stack's approval TTL), and the box's own wait beside it.
+    assert re.fullmatch(r"(\d+ min )?\d+ s", card.locator("time.countdown").inner_text())
+    assert card.locator("time.box-wait").count() == 1
     assert _not_reloaded(alice) and _not_reloaded(bob)
     harness.shot(alice, "03-queue-pending")
 

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+# The first test's set-up builds the images (up to the build's own 1800 s on a machine with no cached
+# layers), so the project-wide 600 s per-test limit would cut a cold build off.
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.postgres, pytest.mark.slow,
-              pytest.mark.compose]
+              pytest.mark.compose, pytest.mark.timeout(2400)]
 
 WORKER = "compose-worker"
 

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_listed_loopback_upstream_is_reachable_and_an_unlisted_one_refused(stack, token, tmp_path):
-    # Granted by name: a grant naming an IP literal opens that address by itself, so only a name tests
-    # the list. Both upstreams listen on loopback; only one is listed.
+    # Granted by name here (the literal case is in test_gateway_shapes_and_vetting). Both upstreams listen
+    # on loopback; only one is listed.
     grant("listed", stack.http, host="localhost")
     grant("unlisted", stack.other, host="localhost")
     listed = f"127.0.0.1:{stack.http.port}"

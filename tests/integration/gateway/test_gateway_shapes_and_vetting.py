@@ -160,9 +160,18 @@ def test_default_gateway_never_dials_loopback_by_name(stack, token, tmp_path):
     assert stack.http.requests == [] and stack.other.requests == []
 
 
-def test_a_grant_naming_the_address_explicitly_opens_only_that_address(stack, token, tmp_path):
+def test_a_grant_naming_a_loopback_literal_is_refused_until_the_operator_lists_it(stack, token, tmp_path):
+    # Issue 27.2: an IP literal in a grant is not the operator's listing (README, private upstreams).
     grant("explicit-ip", stack.http, host="127.0.0.1")
     with extra_gateway(stack.control_plane_url, tmp_path) as closed, box_client(closed, token) as box:
+        refused = box.get(stack.http.url("/unlisted"))
+        mapped = box.get(f"http://[::ffff:127.0.0.1]:{stack.http.port}/mapped")
+    assert refused.status_code == 403 and deny_body(refused)["reason"] == "blocked_address"
+    assert mapped.status_code in (400, 403)  # refused, whichever step sees the mapped form first
+    assert stack.http.requests == []
+    options = {"roster_private_upstreams": f"127.0.0.1:{stack.http.port}"}
+    with extra_gateway(stack.control_plane_url, tmp_path, extra_options=options) as gw, \
+            box_client(gw, token) as box:
         response = box.get(stack.http.url("/explicit"))
         to_cp = box.get(f"{stack.control_plane_url}/api/gateway/health")
     assert response.status_code == 200

@@ -1,27 +1,33 @@
-"""`manage.py demo [--auto-approve]`: the reference agent on real traffic against a running stack
+"""`manage.py demo [--auto-approve] [--agent PRESET]`: the reference agent (or a real agent from its
+preset: controlplane.demo.agents, `make demo AGENT=`) on real traffic against a running stack
 (scripts/demo.sh, `make demo`, starts one), started by a message in a Matrix room and approved from an
 approvers' room through the stack's relay (controlplane.demo.chat). Ends with the line
 `demo: <m> model calls, <t> tokens metered, <a> allowed, <d> denied, <p> proposals executed,
-<n> chat messages relayed, <k> chat approvals, audit OK`."""
+<n> chat messages relayed, <k> chat approvals, <n> notes, <k> knowledge commits, audit OK`: the chat
+run proposes a note, and a second run without conversation writes a knowledge file
+(controlplane.demo.knowledge)."""
 
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from controlplane.agents.selectors import REFERENCE
 from controlplane.approvals.models import Approval
-from controlplane.audit.verify import verify_database
+from controlplane.audit import checkpoints
 from controlplane.core.timefmt import when_text
+from controlplane.demo import agents as demo_agents
 from controlplane.demo import chat as demo_chat
+from controlplane.demo import knowledge as demo_knowledge
 from controlplane.demo import proposals as demo_proposals
 from controlplane.demo import scenario
 from controlplane.demo.report import approval_wait, report_lines, run_facts, summary_line
 from controlplane.fleet.models import Run
 from controlplane.proposals.models import Proposal
+from controlplane.vault.models import Secret
 
 UNSETTLED = (Proposal.Status.PENDING, Proposal.Status.APPROVED, Proposal.Status.EXECUTING)
 
@@ -35,6 +41,9 @@ class Command(BaseCommand):
                             help="approve held requests and proposals as the demo approver, by a "
                                  "reaction in the approvers' room (CI; DEMO_AUTO_APPROVE=1); default: wait "
                                  "for a human")
+        parser.add_argument("--agent", default=os.environ.get("AGENT") or REFERENCE,
+                            choices=demo_agents.agents(),
+                            help="the preset whose agent does the work (its image built: scripts/demo.sh)")
         parser.add_argument("--model-port", type=int, default=18091)
         parser.add_argument("--docs-port", type=int, default=18092)
         parser.add_argument("--ask-port", type=int, default=18093)
@@ -54,16 +63,25 @@ class Command(BaseCommand):
         except demo_chat.ChatFailed as exc:
             raise CommandError(f"demo failed: {exc}") from None
 
-    def _demo(self, *args, auto_approve, model_port, docs_port, ask_port, hook_port, smtp_port, timeout,
-              synapse_dir, started_at, **_):
+    def _demo(self, *args, auto_approve, agent, model_port, docs_port, ask_port, hook_port, smtp_port,
+              timeout, synapse_dir, started_at, **_):
         began = started_at or time.time()
         ports = scenario.DemoPorts(model=model_port, docs=docs_port, ask=ask_port, hook=hook_port)
-        key = "sk-demo-" + secrets.token_urlsafe(32)  # made up now: no real key is needed or used
-        with scenario.demo_upstreams(ports, key) as upstreams, demo_proposals.mail_server(smtp_port) as mails:
-            worker, grants = scenario.demo_setup(ports, key)
+        reference = agent == REFERENCE
+        key = demo_agents.demo_key(agent)  # made up now: no real key is needed or used
+        steps = None if reference else demo_agents.script(agent, ports)
+        task = scenario.TASK if reference else demo_agents.TASK
+        with scenario.demo_upstreams(ports, key, steps) as upstreams, \
+                demo_proposals.mail_server(smtp_port) as mails:
+            if reference:
+                worker, grants = scenario.demo_setup(ports, key)
+            else:
+                worker, grants = demo_agents.setup(agent, ports, key)
             demo_proposals.setup(worker, scenario.DESTINATION, smtp_port)
-            self.say(f"worker {worker.name}; secret {scenario.MODEL_SECRET} (kind openai; the box gets only "
-                     "its sentinel)")
+            demo_knowledge.setup(worker)
+            secret = Secret.objects.get(name=scenario.MODEL_SECRET)
+            self.say(f"worker {worker.name}, agent {agent}; secret {scenario.MODEL_SECRET} (kind "
+                     f"{secret.kind}; the box gets only its sentinel)")
             for grant in grants:
                 what = f"{grant.mode} {','.join(grant.methods) or 'any'} {grant.host}:{grant.port}"
                 extra = " key injected, inputs traced" if grant.secret_id else ""
@@ -87,13 +105,15 @@ class Command(BaseCommand):
                          f"{chat.bot.user_id}); approvers' room {chat.approvers.room_id} (channel "
                          f"{chat.approvers.name}, {chat.approver.user_id} linked to "
                          f"{approver.get_username()})")
-                self.say(f"Ana in the demo room: {scenario.TASK}")
-                run = demo_chat.ask(chat, scenario.TASK)
+                self.say(f"Ana in the demo room: {task}")
+                run = demo_chat.ask(chat, task)
                 timeline = scenario.web_url(f"/runs/{run.pk}/")
                 self.say(f"run {run.pk} started by the relay from Ana's message (origin {run.origin})")
                 self.say(f"timeline: {timeline}")
                 run = self._watch(run, chat, auto_approve, timeout + 60)
                 room = demo_chat.replies(chat, run)
+            self.say("a second run, a command with no conversation, writes one file into its /knowledge")
+            knowledge_run, store_lines = demo_knowledge.knowledge_run(worker, timeout)
             received = list(upstreams.model.records)
             posted = list(upstreams.webhook)
             mailed = list(mails)
@@ -107,24 +127,46 @@ class Command(BaseCommand):
         self.say(f"  the team-chat webhook received {len(posted)} post(s) from the trusted side's executor")
         for line in demo_proposals.report_lines(run, len(posted), len(mailed)):
             self.say(line)
+        for line in [*store_lines, *demo_knowledge.note_lines(run)]:
+            self.say(line)
+        notes, commits = demo_knowledge.store_counts([run, knowledge_run])
         self.say("")
         self.say("== the demo room (Matrix, as its members see it; the reply delivered by the relay)")
-        self.say(f"  Ana: {scenario.TASK}")
+        self.say(f"  Ana: {task}")
         for text in room:
             self.say(f"  Roster: {text}")
         self.say("")
+        # A signed checkpoint before the closing verify (docs/audit.md): the verify then checks the chain
+        # against it and says how many records lie after it, so cutting records off the end is caught.
+        self.say("== audit checkpoint")
+        try:
+            statement = checkpoints.make_checkpoint(by="demo")
+            self.say(f"  seq {statement['seq']} head {statement['head'][:16]}… signed by key "
+                     f"{statement['key']}, appended to {checkpoints.log_path()}")
+        except checkpoints.CheckpointError as exc:
+            statement = None
+            self.say(f"  not made: {exc}")
         self.say("== audit verify")
-        result = verify_database()
+        result, note = checkpoints.verify_against_latest()
         self.say(f"  {result.message}")
+        self.say(f"  {note}")
         self.say(f"demo took {time.time() - began:.0f} s")
-        self.say(summary_line(facts, result.ok))
+        self.say(summary_line(facts, result.ok, notes, commits))
         problems = self._problems(run, facts, received, result.ok)
+        if statement is None or f"checkpoint seq {statement['seq']} " not in note:
+            problems.append("the closing verify did not check the chain against the demo's signed checkpoint")
         if room != [run.answer]:
             problems.append("the demo room did not get the run's answer exactly once")
-        if auto_approve and facts.chat_approvals == 0:
+        if reference and auto_approve and facts.chat_approvals == 0:
             problems.append("no approval was decided from the approvers' room")
-        if auto_approve and (facts.proposals_executed != 2 or len(posted) != 1 or len(mailed) != 1):
-            problems.append("the post and the e-mail were not each performed exactly once")
+        performed = (facts.proposals_executed, len(posted), len(mailed))
+        if reference and auto_approve and performed != (3, 1, 1):
+            problems.append("the post, the e-mail and the note were not each performed exactly once")
+        # The knowledge run is a plain command whatever the agent; only the reference agent proposes a note.
+        if auto_approve and commits != 1:
+            problems.append(f"{commits} knowledge commits written, not one")
+        if reference and auto_approve and notes != 1:
+            problems.append(f"{notes} notes written, not one")
         if problems:
             raise CommandError("demo failed: " + "; ".join(problems))
 

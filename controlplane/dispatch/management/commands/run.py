@@ -1,4 +1,4 @@
-"""`run start|wait|logs|list|cancel`: runs from the command line.
+"""`run start|wait|logs|list|cancel|requeue|journal`: runs from the command line.
 
     run start WORKER [--proactive] [--timeout S] [--wait] -- COMMAND ARGS…   --wait: follow it to its end
     run start WORKER --agent "TASK" [--proactive] [--timeout S]   the worker's agent (its preset, chosen
@@ -9,6 +9,12 @@
                                                           its position in the queue
     run list [--worker NAME] [--status STATUS] [--limit N]   newest first, one line per run
     run cancel ID
+    run requeue ID --user ADMIN                           repair: the same task with the same input origin,
+                                                          a new run recorded as `repair` naming run ID
+    run journal ID [--format jsonl|text]                  the run's journal from its model calls, one record
+                                                          a line (docs/journal.md)
+    run answer-sheet ID [--format json|csv]               what it saw, asked for and cost, who approved it,
+                                                          each fact with its audit record (docs/audit.md)
 
 There is no `run create`: a run exists to be dispatched into a box, and a queued run without one was
 dispatched by the reaper anyway (its token then died with it). Tests create runs with the service.
@@ -16,21 +22,26 @@ dispatched by the reaper anyway (its token then died with it). Tests create runs
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from controlplane.core.errors import RosterError
 from controlplane.core.terminal import one_line, shell_line
 from controlplane.dispatch.admission import queue_state
+from controlplane.dispatch.answer_sheet import answer_sheet, answer_sheet_csv
 from controlplane.dispatch.cancelling import run_cancel
+from controlplane.dispatch.requeue import run_requeue
 from controlplane.dispatch.starting import run_start, run_start_agent
 from controlplane.fleet.models import Run, Worker
 from controlplane.fleet.output import STDERR, output_pieces
 from controlplane.fleet.selectors import run_get, run_list, worker_get
+from controlplane.journal.records import as_text, run_records
 
 
 def _worker(name: str) -> Worker:
@@ -152,13 +163,35 @@ class Command(BaseCommand):
         listing.add_argument("--limit", type=_positive, default=50, help="at most this many (newest first)")
         cancel = sub.add_parser("cancel", help="cancel a live run")
         cancel.add_argument("id", type=int)
+        requeue = sub.add_parser("requeue", help="repair: run an ended run's task again (a new run)")
+        requeue.add_argument("id", type=int)
+        requeue.add_argument("--user", required=True, help="the admin asking for the repair")
+        journal = sub.add_parser("journal", help="the run's journal, built from its model calls")
+        journal.add_argument("id", type=int)
+        journal.add_argument("--format", choices=("jsonl", "text"), default="jsonl")
+        sheet = sub.add_parser("answer-sheet", help="what a run saw, asked for and cost, fact by fact")
+        sheet.add_argument("id", type=int)
+        sheet.add_argument("--format", choices=["json", "csv"], default="json")
 
     def handle(self, *args, action, **options):
-        action = {"status": "show"}.get(action, action)
+        action = {"status": "show", "answer-sheet": "answer_sheet"}.get(action, action)
         try:
             getattr(self, f"do_{action}")(**options)
         except RosterError as exc:
             raise CommandError(str(exc)) from exc
+
+    def do_journal(self, *, id, format, **_):  # noqa: A002 - argparse's names
+        for record in run_records(_run(id)):
+            # JSON escapes every control character; the text form makes them inert (a model's words are data).
+            line = json.dumps(record, ensure_ascii=True) if format == "jsonl" else _inert(as_text(record))
+            self.stdout.write(line)
+
+    def do_answer_sheet(self, *, id, format, **_):  # noqa: A002 - the command's own argument names
+        sheet = answer_sheet(_run(id))
+        if format == "csv":
+            self.stdout.write(answer_sheet_csv(sheet), ending="")
+        else:
+            self.stdout.write(json.dumps(sheet, indent=2, ensure_ascii=False, sort_keys=True))
 
     def do_start(self, *, worker, proactive, timeout, command, agent=None, wait=False, **_):
         if timeout is not None and timeout <= 0:
@@ -251,6 +284,15 @@ class Command(BaseCommand):
         self.stdout.write("\t".join(LIST_COLUMNS))
         for run in runs:
             self.stdout.write("\t".join(_list_row(run)))
+
+    def do_requeue(self, *, id, user, **_):
+        _run(id)
+        person = get_user_model().objects.filter(username=user, is_active=True).first()
+        if person is None:
+            raise CommandError(f"no active user named {user!r}")
+        new = run_requeue(id, by=person)
+        self.stdout.write(f"{_line(new)}: requeue of run {id}")
+        self.stderr.write(f"  timeline: {timeline_url(new.pk)}")
 
     def do_cancel(self, *, id, **_):
         _run(id)

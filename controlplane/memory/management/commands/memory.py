@@ -1,7 +1,9 @@
-"""`memory list [--worker W] [--person ID] [--run N]`, `memory correct ID --user NAME` (new text on stdin),
+"""`memory list [--worker W] [--person ID] [--channel C] [--run N]`, `memory correct ID --user NAME` (new
+text on stdin),
 `memory forget ID --user NAME [--reason T]`, `memory forget-person ID --user NAME [--reason T]`,
 `memory forget-run N --user NAME`, `memory purge`: governance of the worker's notes on a subject's request
-(docs/memory.md). The named user must be an active staff member (an admin); every change is audited."""
+(docs/memory.md). The named user must be an admin (controlplane.core.roles.is_admin, as on the web pages);
+every change is audited by the same services the web pages call."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ import sys
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from controlplane.core.roles import is_admin
+from controlplane.fleet.models import Run
 from controlplane.memory.models import Note
+from controlplane.memory.selectors import notes_listed
 from controlplane.memory.services import (
     NoteInvalid,
     note_correct,
@@ -29,6 +34,7 @@ class Command(BaseCommand):
         listing = sub.add_parser("list")
         listing.add_argument("--worker")
         listing.add_argument("--person", help="a chat id: everything held about that person")
+        listing.add_argument("--channel", help="a channel's name: the notes on that channel")
         listing.add_argument("--run", type=int, help="the notes a run wrote")
         for name, key in (("correct", "note"), ("forget", "note"), ("forget-person", "person"),
                           ("forget-run", "run")):
@@ -63,18 +69,15 @@ class Command(BaseCommand):
                 self.stdout.write(f"{count} note(s) written by run {options['run']} forgotten")
         except Note.DoesNotExist as exc:
             raise CommandError(f"no note {options.get('note')}") from exc
+        except Run.DoesNotExist as exc:
+            raise CommandError(f"no run {options.get('run')}") from exc
         except NoteInvalid as exc:
             raise CommandError(str(exc)) from exc
         return None
 
     def _list(self, options) -> None:
-        notes = Note.objects.select_related("worker").order_by("created_at", "id")
-        if options["worker"]:
-            notes = notes.filter(worker__name=options["worker"])
-        if options["person"]:
-            notes = notes.filter(person=options["person"])
-        if options["run"]:
-            notes = notes.filter(written_by_run_id=options["run"])
+        notes = notes_listed(person=options["person"] or "", channel=options["channel"] or "",
+                             worker=options["worker"] or "", run=options["run"])
         self.stdout.write("ID\tWORKER\tSCOPE\tWRITTEN BY\tSTATE\tTEXT")
         for note in notes:
             state = f"forgotten {note.forgotten_at:%Y-%m-%d %H:%M} UTC" if note.forgotten_at else "held"
@@ -85,6 +88,6 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=name, is_active=True).first()
         if user is None:
             raise CommandError(f"no active user named {name!r}")
-        if not user.is_staff:
+        if not is_admin(user):
             raise CommandError(f"{name} is not an admin: only admins correct or forget notes")
         return user.get_username()

@@ -41,7 +41,7 @@ class Command(BaseCommand):
         if not value:
             raise CommandError("refusing an empty secret value; pipe the value on stdin")
         try:
-            secret = services.secret_set(options["name"], value, options["kind"])
+            secret = services.secret_set(options["name"], value, options["kind"], via="cli")
         except RosterError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"stored secret {secret.name} ({secret.kind}); sentinel {secret.sentinel}")

@@ -74,12 +74,16 @@
         el.closest("article").querySelectorAll("button").forEach(function (b) { b.disabled = true; });
       }
     }
-    // The box's own wait (the gateway's hold) ends first; the card stays decidable after it.
-    for (const el of queue.querySelectorAll("time[data-box-until]")) {
+    // The box's own wait (the gateway's hold) ends first; the card stays decidable after it. At zero the
+    // countdown stops for good (data-stopped) and the list is fetched again, so the card says the box
+    // stopped waiting; a card the gateway let go early comes without data-box-until at all.
+    let boxStopped = false;
+    for (const el of queue.querySelectorAll("time[data-box-until]:not([data-stopped])")) {
       const left = Math.max(0, Math.round(Number(el.dataset.boxUntil) - now));
       el.textContent = left > 0 ? duration(left) : "stopped waiting";
+      if (left === 0) { el.dataset.stopped = "1"; boxStopped = true; }
     }
-    if (expired) setTimeout(refresh, 1000);  // the server no longer lists it; show that
+    if (expired || boxStopped) setTimeout(refresh, 1000);  // the server's list says what changed
   }
   // Opt-in browser notifications: only when this tab is in the background and a held request appeared
   // that this page has not shown before. They say how many wait, never what a box wrote.

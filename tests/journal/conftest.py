@@ -1,0 +1,1 @@
+from tests.egress.fixtures import *  # noqa: F403 - shared fixtures
