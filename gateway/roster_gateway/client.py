@@ -1,5 +1,7 @@
-"""The gateway's only way to the control plane: keep-alive HTTP/1.1 (http11.Http11Pool), the service
-token on every request, and a hard total deadline per call. Any failure is ControlPlaneDown (a deny)."""
+"""The gateway's only way to the control plane: keep-alive HTTP/1.1 (http11.Http11Pool) to each decision
+API replica (roster_gateway.replicas), the service token on every request, and a hard total deadline per
+call, shared among the replicas: one that does not connect, does not answer within its share, or answers
+5xx hands the call to the next. Only when none answers is it ControlPlaneDown (a deny)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,10 @@ import asyncio
 import base64
 import json
 import logging
-from typing import Protocol
+from collections.abc import Sequence
 
-from roster_gateway.http11 import Http11Pool, HttpError
+from roster_gateway.http11 import ConnectFailed, Http11Pool, HttpError
+from roster_gateway.replicas import Replica, Replicas, Transport
 from roster_gateway.wire import ApprovalWait, WireDecision, WireError, parse_decision, parse_wait
 
 log = logging.getLogger(__name__)
@@ -18,12 +21,7 @@ log = logging.getLogger(__name__)
 # `outcome_fields`): outcomes are strict, so one an older control plane does not know would refuse the
 # whole batch. Until a health answer names it, an outcome goes without it.
 OPTIONAL_OUTCOME_FIELDS = frozenset({"response_sha256"})
-
-
-class Transport(Protocol):
-    async def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]: ...
-
-    async def close(self) -> None: ...
+__all__ = ["ControlPlaneClient", "ControlPlaneDown", "Transport"]
 
 
 class ControlPlaneDown(Exception):
@@ -31,29 +29,87 @@ class ControlPlaneDown(Exception):
 
 
 class ControlPlaneClient:
-    def __init__(self, base_url: str, service_token: str, *, decide_timeout: float,
-                 outcome_timeout: float, decide_wait: float = 0, transport: Transport | None = None):
+    def __init__(self, base_url: str | Sequence[str], service_token: str, *, decide_timeout: float,
+                 outcome_timeout: float, decide_wait: float = 0,
+                 transport: Transport | Sequence[Transport] | None = None, backoff: float = 1.0):
+        """`base_url`: the decision API, or its replicas; `transport` (tests): one per replica."""
         self.decide_timeout = decide_timeout
         # How long the control plane may keep a /decide waiting for budget held by calls in flight
         # (docs/settings.md, ROSTER_BUDGET_WAIT_MS): /decide's deadline is the decide timeout after it.
         self.decide_wait = decide_wait
         self.outcome_timeout = outcome_timeout
         headers = {"Authorization": f"Bearer {service_token}", "Accept": "application/json"}
-        self._transport: Transport = transport or Http11Pool(base_url + "/api/gateway", headers)
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if transport is None:
+            transports: list[Transport] = [Http11Pool(url + "/api/gateway", headers) for url in urls]
+        else:
+            transports = list(transport) if isinstance(transport, Sequence) else [transport]
+            if len(urls) != len(transports):
+                urls = [f"replica {i + 1}" for i in range(len(transports))]
+        self._replicas = Replicas([Replica(u, t) for u, t in zip(urls, transports, strict=True)], backoff)
         self.outcome_fields: frozenset[str] = frozenset()  # the optional ones the control plane named
 
-    async def close(self) -> None:
-        await self._transport.close()
+    @property
+    def replicas(self) -> Replicas:
+        return self._replicas
 
-    async def _call(self, method: str, path: str, payload: dict | None, timeout: float) -> tuple[int, bytes]:
+    async def close(self) -> None:
+        await self._replicas.close()
+
+    async def _call(self, method: str, path: str, payload: dict | None, timeout: float, *,
+                    resend: bool = True) -> tuple[int, bytes]:
+        """One request, to the first replica that answers within `timeout` in all. `resend=False` (a call
+        the control plane does not deduplicate): a request a replica may have received (sent, then no
+        answer) goes to no other; only one that never connected moves on."""
         body = json.dumps(payload, separators=(",", ":")).encode() if payload is not None else None
-        try:
-            async with asyncio.timeout(timeout):
-                return await self._transport.request(method, path, body)
-        except TimeoutError as exc:
-            raise ControlPlaneDown(f"control plane did not answer {path} within {timeout:g}s") from exc
-        except (HttpError, OSError) as exc:
-            raise ControlPlaneDown(f"control plane unreachable ({exc})") from exc
+        order = self._replicas.order()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        # Each replica still to be asked keeps a share of the deadline (at most the decide timeout, so a
+        # /decide's budget wait stays with the replica asked first): one that hangs leaves the next its turn.
+        share = min(timeout / len(order), self.decide_timeout) if len(order) > 1 else 0.0
+        problem = f"control plane did not answer {path} within {timeout:g}s"
+        for i, replica in enumerate(order):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            later = len(order) - 1 - i
+            attempt = max(remaining - later * share, min(remaining, share))
+            try:
+                async with asyncio.timeout(attempt):
+                    status, answer = await replica.transport.request(method, path, body)
+            except TimeoutError:
+                self._replicas.failed(replica)
+                problem = f"control plane did not answer {path} within {timeout:g}s"
+                self._log(replica, f"no answer to {path} within {attempt:g}s")
+                if not resend:
+                    break
+                continue
+            except (HttpError, OSError) as exc:
+                self._replicas.failed(replica)
+                problem = f"control plane unreachable ({exc})"
+                self._log(replica, problem)
+                if not resend and not isinstance(exc, ConnectFailed):
+                    break
+                continue
+            if status >= 500:
+                self._replicas.failed(replica)
+                if resend and later:
+                    problem = f"control plane answered {path} with HTTP {status}"
+                    self._log(replica, problem)
+                    continue
+            else:
+                self._replicas.answered(replica)
+            return status, answer
+        if len(self._replicas) > 1:
+            log.warning("no decision API replica answered %s: %s", path, problem)
+        raise ControlPlaneDown(problem)
+
+    def _log(self, replica: Replica, problem: str) -> None:
+        """A replica's failure, named in the log only (a deny's message, which the box reads, never
+        names the control plane's addresses)."""
+        if len(self._replicas) > 1:
+            log.warning("decision API replica %s failed (%s); the next is asked", replica.url, problem)
 
     @staticmethod
     def _json(status: int, body: bytes, path: str) -> object:
@@ -121,8 +177,10 @@ class ControlPlaneClient:
         if not isinstance(found, list) or not all(isinstance(s, str) and s for s in found):
             raise ControlPlaneDown("control plane answer to /sentinels not understood")
         return found
-    async def _proposal_call(self, path: str, payload: dict) -> tuple[int, dict]:
-        status, body = await self._call("POST", path, payload, self.outcome_timeout)
+
+    async def _proposal_call(self, path: str, payload: dict, *, resend: bool = True) -> tuple[int, dict]:
+        # A proposal is not deduplicated: one a replica may have taken is never sent to another.
+        status, body = await self._call("POST", path, payload, self.outcome_timeout, resend=resend)
         answer = self._json(status, body, path)
         if not (isinstance(answer, dict) and isinstance(answer.get("status"), int)
                 and isinstance(answer.get("body"), dict)):
@@ -133,7 +191,8 @@ class ControlPlaneClient:
         """A box's proposal (docs/wire.md POST /proposals): the box's status and JSON answer. `client`:
         the box connection's peer address, as for /decide (the token is accepted only from its box)."""
         return await self._proposal_call("/proposals", {"token": token, "client": client,
-                                                        "body_b64": base64.b64encode(body).decode()})
+                                                        "body_b64": base64.b64encode(body).decode()},
+                                         resend=False)
 
     async def proposal_status(self, token: str, proposal_id: str, client: str) -> tuple[int, dict]:
         return await self._proposal_call(f"/proposals/{proposal_id}/status",

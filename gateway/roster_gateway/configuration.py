@@ -58,9 +58,10 @@ def build_steps(config: GatewayConfig, *, transport: Transport | None,
                       control_plane=config.control_plane_endpoint,
                       also_control_plane=config.also_control_plane,
                       private_upstreams=config.private_upstreams)
-    client = ControlPlaneClient(config.control_plane, config.service_token,
+    client = ControlPlaneClient(config.replica_urls, config.service_token,
                                 decide_timeout=config.decide_timeout, outcome_timeout=config.outcome_timeout,
-                                decide_wait=config.budget_wait_ms / 1000, transport=transport)
+                                decide_wait=config.budget_wait_ms / 1000, transport=transport,
+                                backoff=config.control_plane_backoff)
     outcomes = OutcomeReporter(client, max_batch=config.outcome_batch_max,
                                flush_delay=config.outcome_flush_delay, spawn=spawn,
                                journal=journal_at(config.outcome_journal),

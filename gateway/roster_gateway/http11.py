@@ -20,6 +20,10 @@ class HttpError(Exception):
     """Connection failed, closed early, or answered something that is not HTTP/1.1."""
 
 
+class ConnectFailed(HttpError):
+    """No connection was made: the request was never sent, so any replica may take it instead."""
+
+
 class _Conn:
     __slots__ = ("reader", "writer", "reused")
 
@@ -54,7 +58,7 @@ class Http11Pool:
             reader, writer = await asyncio.open_connection(self.host, self.port, ssl=self.ssl,
                                                            limit=MAX_HEAD_BYTES)
         except OSError as exc:
-            raise HttpError(f"cannot connect ({type(exc).__name__})") from exc
+            raise ConnectFailed(f"cannot connect ({type(exc).__name__})") from exc
         return _Conn(reader, writer)
 
     def _take(self) -> _Conn | None:

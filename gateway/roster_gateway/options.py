@@ -17,7 +17,11 @@ from roster_gateway.private_upstreams import BadPrivateUpstream, PrivateUpstream
 
 # name, type, default, help
 OPTIONS: tuple[tuple[str, type, object, str], ...] = (
-    ("roster_control_plane", str, "", "Base URL of the control plane, e.g. http://127.0.0.1:8000"),
+    ("roster_control_plane", str, "", "Base URL of the control plane's decision API, e.g. "
+     "http://127.0.0.1:8002, or of its replicas, comma-separated (each call goes to a live one; one that "
+     "fails hands the call to the next within the same deadline)"),
+    ("roster_control_plane_backoff_ms", int, 1000, "Milliseconds a decision API replica that failed is "
+     "skipped while another answers (with one replica: unused)"),
     ("roster_service_token_file", str, "", "File holding the gateway's service token (mode 0600)"),
     ("roster_decide_timeout_ms", int, 2000,
      "Milliseconds to wait for /decide (and /trace) before a 503 deny"),
@@ -72,7 +76,7 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
 
 @dataclass(frozen=True)
 class GatewayConfig:
-    control_plane: str
+    control_plane: str  # the first replica (roster_control_plane); `control_planes` holds every one
     service_token: str
     decide_timeout: float
     outcome_timeout: float
@@ -100,6 +104,12 @@ class GatewayConfig:
     outcome_journal: str = ""
     outcome_retry_delay: float = 1.0
     model_journal: str = ""
+    control_planes: tuple[str, ...] = ()
+    control_plane_backoff: float = 1.0
+
+    @property
+    def replica_urls(self) -> tuple[str, ...]:
+        return self.control_planes or (self.control_plane,)
 
 
 def read_token_file(path: str) -> str:
@@ -146,10 +156,16 @@ def _proposals_host(name: str) -> str:
 
 def build_config(opts) -> GatewayConfig:
     """Validate options; a misconfigured gateway must refuse to start rather than run open."""
-    url = opts.roster_control_plane.rstrip("/")
-    if not url:
+    urls = [u.strip().rstrip("/") for u in opts.roster_control_plane.split(",") if u.strip()]
+    if not urls:
         raise exceptions.OptionsError("roster_control_plane is required")
-    endpoint = _endpoint(url)
+    if len(set(urls)) != len(urls):
+        raise exceptions.OptionsError("roster_control_plane names a replica twice")
+    url, endpoint = urls[0], _endpoint(urls[0])
+    # The other replicas are control-plane endpoints too: never dialled for a box, whatever the grant.
+    replicas = tuple(e for e in dict.fromkeys(_endpoint(u) for u in urls[1:]) if e != endpoint)
+    if getattr(opts, "roster_control_plane_backoff_ms", 1000) <= 0:
+        raise exceptions.OptionsError("roster_control_plane_backoff_ms must be positive")
     for name in ("roster_decide_timeout_ms", "roster_outcome_timeout_ms", "roster_dns_timeout_ms"):
         if getattr(opts, name) <= 0:
             raise exceptions.OptionsError(f"{name} must be positive")
@@ -167,7 +183,8 @@ def build_config(opts) -> GatewayConfig:
         raise exceptions.OptionsError("request target and header limits must be positive")
     own = _listen_ports(opts) | {opts.roster_health_port}
     own.discard(0)
-    also = tuple(_endpoint(u.strip()) for u in opts.roster_control_plane_also.split(",") if u.strip())
+    also = replicas + tuple(_endpoint(u.strip()) for u in opts.roster_control_plane_also.split(",")
+                            if u.strip())
     return GatewayConfig(
         control_plane=url,
         service_token=read_token_file(opts.roster_service_token_file),
@@ -197,6 +214,8 @@ def build_config(opts) -> GatewayConfig:
         outcome_journal=str(opts.roster_outcome_journal),
         outcome_retry_delay=opts.roster_outcome_retry_ms / 1000,
         model_journal=str(opts.roster_model_journal),
+        control_planes=tuple(urls),
+        control_plane_backoff=getattr(opts, "roster_control_plane_backoff_ms", 1000) / 1000,
     )
 
 

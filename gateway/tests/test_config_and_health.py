@@ -37,6 +37,9 @@ BAD = [
     ("other control plane not a URL", dict(roster_control_plane_also="127.0.0.1:8000")),
     ("negative outcome flush", dict(roster_outcome_flush_ms=-1)),
     ("empty outcome batches", dict(roster_outcome_batch_max=0)),
+    ("a replica not a URL", dict(roster_control_plane=f"{CP_URL},cp2.test:8002")),
+    ("a replica named twice", dict(roster_control_plane=f"{CP_URL}, {CP_URL}/")),
+    ("no replica back-off", dict(roster_control_plane_backoff_ms=0)),
 ]
 
 
@@ -52,6 +55,16 @@ def test_good_configuration(tmp_path):
     assert addon.config.control_plane_endpoint == ("cp.test", 80)
     assert addon.config.allow_loopback_upstreams is False  # closed unless a test asks
     assert addon.config.also_control_plane == ()
+
+
+def test_replicas_are_every_url_listed_and_none_is_ever_dialled_for_a_box(tmp_path):
+    addon = configure(tmp_path, roster_control_plane=f"{CP_URL}, http://cp2.test:8005/",
+                      roster_control_plane_also="http://127.0.0.1:8000", roster_control_plane_backoff_ms=250)
+    assert addon.config.replica_urls == (CP_URL, "http://cp2.test:8005")
+    assert addon.config.control_plane_backoff == 0.25
+    assert addon.vetting.control_plane == ("cp.test", 80)
+    assert addon.vetting.also_control_plane == (("cp2.test", 8005), ("127.0.0.1", 8000))
+    assert [r.url for r in addon.client.replicas.replicas] == ["replica 1"]  # the test's one transport
 
 
 def test_other_control_plane_endpoints_reach_the_address_vetting(tmp_path):

@@ -103,7 +103,7 @@ async def test_deadline_denies_and_the_connection_is_not_reused():
         client = ControlPlaneClient(server.url, "svc", decide_timeout=0.2, outcome_timeout=0.2)
         with pytest.raises(ControlPlaneDown):
             await client.decide({"x": 1})
-        assert len(client._transport._idle) == 0
+        assert len(client.replicas.replicas[0].transport._idle) == 0
         await client.close()
 
 

@@ -1,5 +1,6 @@
 """compose.yaml gives the dispatcher what its preflight needs, runs the decision API as its own service
-like scripts/up.sh, and starts the gateway like scripts/gateway-up.sh, pointed at that decision API; and
+like scripts/up.sh (two replicas of it), and starts the gateway like scripts/gateway-up.sh, pointed at
+both replicas; and
 compose.box-host.yaml's worker and gateway are compose.yaml's. (The file is read as YAML here, fast and
 without Docker; tests/integration/compose brings both files up for real.)"""
 
@@ -26,7 +27,7 @@ def box_host_services() -> dict:
 
 def _default(value: str) -> str:
     """A compose value with each ${VAR:-default} replaced by its default."""
-    return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", str(value))
+    return re.sub(r"\$\{[A-Z0-9_]+:-([^}]*)\}", r"\1", str(value))
 
 
 def test_worker_reads_the_host_firewall_and_reaches_the_bridge(services):
@@ -97,16 +98,31 @@ def test_decision_api_is_its_own_service_like_up_sh(services):
     assert all(port.startswith("127.0.0.1:") for port in api["ports"])
 
 
-def test_gateway_asks_the_decision_api_and_never_dials_web(services):
+def test_gateway_asks_both_decision_api_replicas_and_never_dials_web(services):
     options = _gateway_options(services)
-    decision_port = _loopback_port(options["roster_control_plane"])
+    decision_ports = [_loopback_port(url) for url in options["roster_control_plane"].split(",")]
     api_command = services["decision-api"]["command"]
-    assert _published(services["decision-api"])[api_command[api_command.index("--port") + 1]] == decision_port
-    web_port, metrics_port = [_loopback_port(url) for url in options["roster_control_plane_also"].split(",")]
-    assert _published(services["web"])["8000"] == web_port != decision_port
-    assert _published(services["decision-api"])["8003"] == metrics_port  # never dialled for a box either
-    # Started once the decision API listens; the web server is not what it calls.
-    assert services["gateway"]["depends_on"] == {"decision-api": {"condition": "service_healthy"}}
+    api_port = api_command[api_command.index("--port") + 1]
+    replicas = ("decision-api", "decision-api-2")
+    assert decision_ports == [_published(services[name])[api_port] for name in replicas]
+    also = options["roster_control_plane_also"].split(",")
+    web_port, *metrics_ports = [_loopback_port(url) for url in also]
+    assert _published(services["web"])["8000"] == web_port not in decision_ports
+    # Neither replica's metrics listener is ever dialled for a box either.
+    assert metrics_ports == [_published(services[name])["8003"] for name in replicas]
+    # Started once the first replica listens (the second is started too; either answering is enough).
+    assert services["gateway"]["depends_on"] == {"decision-api": {"condition": "service_healthy"},
+                                                 "decision-api-2": {"condition": "service_started"}}
+
+
+def test_the_second_decision_api_replica_is_the_first_on_other_ports(services):
+    first, second = dict(services["decision-api"]), dict(services["decision-api-2"])
+    first_ports, second_ports = first.pop("ports"), second.pop("ports")
+    assert first == second  # image, command, environment, secrets, healthcheck
+    assert first_ports != second_ports
+    assert set(_published(first)) == set(_published(second)) == {"8002", "8003"}
+    assert not set(_published(first).values()) & set(_published(second).values())
+    assert second["environment"]["DATABASE_URL"] == first["environment"]["DATABASE_URL"]  # the one PostgreSQL
 
 
 def test_gateway_sets_every_option_gateway_up_sets(services):
@@ -125,8 +141,10 @@ def test_gateway_runs_like_gateway_up(services):
     assert options["listen_host"].startswith("${ROSTER_GATEWAY_LISTEN_HOST:?")  # required, no default
     assert options["roster_service_token_file"] == "/run/secrets/gateway_token"
     assert "gateway_token" in gateway["secrets"]
-    assert options["roster_control_plane"] == "http://127.0.0.1:8002"  # the decision API, not web
-    assert options["roster_control_plane_also"] == "http://127.0.0.1:8000,http://127.0.0.1:8003"
+    # The decision API's replicas, not web.
+    assert options["roster_control_plane"] == "http://127.0.0.1:8002,http://127.0.0.1:8005"
+    assert options["roster_control_plane_also"] == ("http://127.0.0.1:8000,http://127.0.0.1:8003,"
+                                                    "http://127.0.0.1:8006")
     assert _published(services["web"]) == {"8000": "8000"}
     worker_env = {k: _default(v) for k, v in services["celery-worker"]["environment"].items()}
     assert worker_env["ROSTER_GATEWAY_HEALTH_URL"].endswith(f":{options['roster_health_port']}/healthz")
