@@ -41,7 +41,10 @@ class ControlPlaneClient:
         headers = {"Authorization": f"Bearer {service_token}", "Accept": "application/json"}
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if transport is None:
-            transports: list[Transport] = [Http11Pool(url + "/api/gateway", headers) for url in urls]
+            # With replicas, one that does not connect within the decide timeout leaves the call to another.
+            connect = decide_timeout if len(urls) > 1 else None
+            transports: list[Transport] = [Http11Pool(url + "/api/gateway", headers, connect_timeout=connect)
+                                           for url in urls]
         else:
             transports = list(transport) if isinstance(transport, Sequence) else [transport]
             if len(urls) != len(transports):

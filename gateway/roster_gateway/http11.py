@@ -35,7 +35,8 @@ class _Conn:
 
 
 class Http11Pool:
-    def __init__(self, base_url: str, headers: dict[str, str], *, max_idle: int = 64) -> None:
+    def __init__(self, base_url: str, headers: dict[str, str], *, max_idle: int = 64,
+                 connect_timeout: float | None = None) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("base_url must be http(s)://host[:port][/prefix]")
@@ -48,6 +49,9 @@ class Http11Pool:
         self._fixed_headers = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         self._idle: collections.deque[_Conn] = collections.deque()
         self._max_idle = max_idle
+        # A replica whose address no longer answers (its host gone, packets dropped) fails its connect
+        # within this, leaving the rest of the call's deadline to the next replica (ConnectFailed).
+        self.connect_timeout = connect_timeout
 
     async def close(self) -> None:
         while self._idle:
@@ -55,10 +59,13 @@ class Http11Pool:
 
     async def _connect(self) -> _Conn:
         try:
-            reader, writer = await asyncio.open_connection(self.host, self.port, ssl=self.ssl,
-                                                           limit=MAX_HEAD_BYTES)
+            async with asyncio.timeout(self.connect_timeout):
+                reader, writer = await asyncio.open_connection(self.host, self.port, ssl=self.ssl,
+                                                               limit=MAX_HEAD_BYTES)
         except OSError as exc:
             raise ConnectFailed(f"cannot connect ({type(exc).__name__})") from exc
+        except TimeoutError as exc:
+            raise ConnectFailed("cannot connect (no answer)") from exc
         return _Conn(reader, writer)
 
     def _take(self) -> _Conn | None:

@@ -1,8 +1,9 @@
 """The decision API's replicas (roster_control_plane: one URL or several, comma-separated), and which to
 ask next. Each call goes to a live replica, in turn; one that failed (no connection, no answer in its
-share of the deadline, a 5xx) is skipped for roster_control_plane_backoff_ms, then asked again. A replica
-in back-off is still tried after every live one has failed, so a call is denied only when no replica
-answers, never because the gateway remembered a failure that has since been mended."""
+share of the deadline, a 5xx) is skipped for roster_control_plane_backoff_ms (doubled while it keeps
+failing, up to 8 times), then asked again. A replica in back-off is still tried after every live one has
+failed, so a call is denied only when no replica answers, never because the gateway remembered a failure
+that has since been mended."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+MAX_BACKOFF_STEPS = 3  # 1 s, 2 s, 4 s, then 8 s at roster_control_plane_backoff_ms=1000
 
 
 class Transport(Protocol):
@@ -49,8 +52,11 @@ class Replicas:
         return live + resting
 
     def failed(self, replica: Replica) -> None:
+        # Doubled for each failure in a row, up to MAX_BACKOFF_STEPS: a replica that stays down costs the
+        # calls that try it again ever more rarely, one that comes back is asked within a few seconds.
         replica.failures += 1
-        replica.down_until = time.monotonic() + self.backoff
+        steps = min(replica.failures - 1, MAX_BACKOFF_STEPS)
+        replica.down_until = time.monotonic() + self.backoff * 2 ** steps
 
     @staticmethod
     def answered(replica: Replica) -> None:
