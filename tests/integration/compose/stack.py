@@ -204,7 +204,8 @@ def compose_stack(tmp: Path, logs: Path):
         "ROSTER_GATEWAY_IMAGE": GATEWAY_IMAGE,
         **{name: str(procs.free_port()) for name in (
             "ROSTER_WEB_PORT", "ROSTER_DECISION_API_PORT", "ROSTER_DB_HOST_PORT", "ROSTER_REDIS_HOST_PORT",
-            "ROSTER_METRICS_PORT", "ROSTER_RELAY_PORT")},
+            "ROSTER_METRICS_PORT", "ROSTER_RELAY_PORT", "ROSTER_DECISION_API_2_PORT",
+            "ROSTER_METRICS_2_PORT")},
     })
     upstream_port = procs.free_port()
     env["ROSTER_GATEWAY_PRIVATE_UPSTREAMS"] = f"127.0.0.1:{upstream_port}"
