@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import Sequence
 
+from roster_gateway import metrics
 from roster_gateway.http11 import ConnectFailed, Http11Pool, HttpError
 from roster_gateway.replicas import Replica, Replicas, Transport
 from roster_gateway.wire import ApprovalWait, WireDecision, WireError, parse_decision, parse_wait
@@ -112,7 +113,8 @@ class ControlPlaneClient:
         """A replica's failure, named in the log only (a deny's message, which the box reads, never
         names the control plane's addresses)."""
         if len(self._replicas) > 1:
-            log.warning("decision API replica %s failed (%s); the next is asked", replica.url, problem)
+            metrics.REPLICA_FAILURES.inc()
+            log.warning("decision API replica %s failed (%s)", replica.url, problem)
 
     @staticmethod
     def _json(status: int, body: bytes, path: str) -> object:

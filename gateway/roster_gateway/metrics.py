@@ -41,6 +41,9 @@ OUTCOME_BATCH = Histogram("roster_gateway_outcome_batch_size", "Outcome reports 
                           registry=REGISTRY, buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500))
 OUTCOMES_LOST = Counter("roster_gateway_outcomes_unreported", "Outcome reports the control plane did not "
                         "take (unreachable or refusing the batch)", registry=REGISTRY)
+REPLICA_FAILURES = Counter("roster_gateway_replica_failures", "Control-plane calls a decision API replica "
+                           "failed (no connection, no answer in time, 5xx), each handed to the next replica",
+                           registry=REGISTRY)
 
 # Every series exists from the start (a rate over a new series works), and the request path increments a
 # child looked up once here rather than resolving its labels per request.

@@ -11,6 +11,7 @@ import json
 
 import pytest
 from mitmproxy.test import taddons
+from roster_gateway import metrics
 from roster_gateway.addon import Gateway
 from roster_gateway.client import ControlPlaneClient, ControlPlaneDown
 from roster_gateway.outcomes import OutcomeReporter
@@ -126,6 +127,7 @@ async def test_a_failed_replica_hands_each_decision_to_the_other_within_the_dead
     else:
         a.mode = failure
     cp = client(a, b)
+    failures = metrics.REPLICA_FAILURES._value.get()
     try:
         for _ in range(4):  # every turn of the rotation, the failed replica's included
             decision = await cp.decide({})
@@ -134,6 +136,7 @@ async def test_a_failed_replica_hands_each_decision_to_the_other_within_the_dead
         await cp.close()
     # It failed once and then rested (back-off): the later decisions went straight to the other.
     assert len(a.seen) <= 1 and b.seen.count("/decide") == 4
+    assert metrics.REPLICA_FAILURES._value.get() == failures + 1
 
 
 async def test_a_replica_past_its_back_off_is_asked_again(pair):
