@@ -21,9 +21,11 @@ from tests.support import procs
 
 REPO = procs.REPO
 # Images this test builds, tagged apart from an operator's roster-controlplane/roster-gateway:latest and
-# left cached between runs (a warm run rebuilds nothing).
-CONTROLPLANE_IMAGE = "roster-compose-test-controlplane:latest"
-GATEWAY_IMAGE = "roster-compose-test-gateway:latest"
+# left cached between runs (a warm run rebuilds nothing). ROSTER_COMPOSE_TEST_IMAGES names them apart again,
+# for a checkout whose compose test runs on a machine beside another's (each keeps its own tags).
+_IMAGES = os.environ.get("ROSTER_COMPOSE_TEST_IMAGES", "roster-compose-test")
+CONTROLPLANE_IMAGE = f"{_IMAGES}-controlplane:latest"
+GATEWAY_IMAGE = f"{_IMAGES}-gateway:latest"
 
 
 def compose_command() -> list[str]:
