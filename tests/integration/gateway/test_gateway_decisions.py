@@ -1,5 +1,6 @@
 """A real mitmdump with the addon against the real control plane: allow, every deny reason the box can
-meet, 402 with the cap, 407, a dead or silent control plane, and the health endpoint."""
+meet, 402 with the cap, 407, a dead or silent control plane, one of two replicas dead, and the health
+endpoint."""
 
 from __future__ import annotations
 
@@ -146,6 +147,21 @@ def test_control_plane_unreachable_is_a_prompt_503(stack, token, tmp_path):
     assert deny_body(response)["reason"] == "control_plane_unavailable"
     assert health.status_code == 503 and health.json()["control_plane"] is False
     assert stack.http.requests == []
+
+
+def test_with_one_replica_dead_the_other_decides_and_settles_every_call(stack, token, tmp_path):
+    """roster_control_plane lists a dead replica and the real decision API: every call (health, sentinels,
+    /decide, /outcomes) goes to the one that answers, and the box sees no difference."""
+    grant("plain", stack.http, methods=["GET"])
+    dead = f"http://127.0.0.1:{procs.free_port()}"
+    with extra_gateway(f"{dead},{stack.control_plane_url}", tmp_path, allow_loopback_upstreams=True) as gw, \
+            box_client(gw, token) as box:
+        responses = [box.get(stack.http.url(f"/v1/replica/{i}")) for i in range(4)]
+        health = httpx.get(gw.health_url, timeout=5)
+        assert wait_until(lambda: SpendLine.objects.filter(kind="settle").count() == 4)
+    assert [r.status_code for r in responses] == [200] * 4, [r.text for r in responses]
+    assert health.status_code == 200 and health.json()["control_plane"] is True
+    assert len(stack.http.requests) == 4
 
 
 def test_control_plane_slower_than_the_timeout_is_denied_within_it(stack, token, tmp_path):
