@@ -21,7 +21,7 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
      "http://127.0.0.1:8002, or of its replicas, comma-separated (each call goes to a live one; one that "
      "fails hands the call to the next within the same deadline)"),
     ("roster_control_plane_backoff_ms", int, 1000, "Milliseconds a decision API replica that failed is "
-     "skipped while another answers (with one replica: unused)"),
+     "skipped while another answers, doubled for each failure in a row up to 8x (with one replica: unused)"),
     ("roster_service_token_file", str, "", "File holding the gateway's service token (mode 0600)"),
     ("roster_decide_timeout_ms", int, 2000,
      "Milliseconds to wait for /decide (and /trace) before a 503 deny"),
