@@ -30,6 +30,8 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.db import NotSupportedError, connection, transaction
 
+from controlplane.audit.services import lock_chain_head
+
 log = logging.getLogger(__name__)
 
 
@@ -54,6 +56,11 @@ def as_group() -> Iterator[None]:
     """One transaction for the jobs run inside it, each seeing in_group() (also what the decision profile,
     bench/profile_decision.py, runs its groups in)."""
     with transaction.atomic():
+        # The chain's lock before the first job reads anything: every job appends to the chain anyway,
+        # and another decision API process (--processes) may be writing the runs, budgets and approvals
+        # this group reads; under the lock each job reads them as the chain's order has them. SQLite's
+        # IMMEDIATE transaction holds the write lock already; on PostgreSQL this is the advisory lock.
+        lock_chain_head()
         _here.grouped = True
         try:
             yield
