@@ -3,7 +3,9 @@ commits decisions and outcomes that arrive together as one group (docs/operation
 
 Every write here appends to the audit chain, which admits one writer at a time (SQLite's write lock,
 PostgreSQL's advisory lock), so more threads would only add lock contention. One thread serves the
-jobs in arrival order instead; while it works, new jobs queue, and the next turn takes them all.
+jobs in arrival order instead; while it works, new jobs queue, and the next turn takes them all. (A
+decision API of several processes has one such thread in each; their groups take the chain's lock in
+turn: docs/operations.md, "Decision API processes".)
 
 A group is one transaction: its jobs run one after another inside it, exactly as they would alone (the
 chain is appended in arrival order, budgets are reserved against everything before them), and every
