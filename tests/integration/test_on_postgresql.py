@@ -21,6 +21,7 @@ SUITES = {
         "tests/egress/test_approval_flow.py", "tests/egress/test_outcome_trace.py",
         "tests/egress/test_model_call_decide.py", "tests/egress/test_group_commit.py",
         "tests/egress/test_gateway_calls.py", "tests/egress/test_budget_wait.py",
+        "tests/egress/test_decide_under_lock.py",
     ],
     # locking, triggers and time truncation of the ledger and the audit chain
     "ledger and audit": [
