@@ -1,7 +1,8 @@
 """`make bench`'s decision bench end to end in quick mode (few requests; numbers not looked at): the
-SQLite table with both servers (the decision API as 1 and as 2 processes) at both concurrencies, the floors under them (a server doing no work, one
-durable commit), the in-process row and the target line with the per-decision budget the floor leaves; without
-PostgreSQL's binaries, a "skipped: why" line instead of the PostgreSQL table, and still a success."""
+SQLite table with both servers (the decision API as 1 and as 2 processes) at both concurrencies, the
+floors under them (a server doing no work, one durable commit), the in-process row and the target line
+with the per-decision budget the floor leaves; without PostgreSQL's binaries, a "skipped: why" line
+instead of the PostgreSQL table, and still a success."""
 
 import os
 import subprocess

@@ -56,7 +56,8 @@ def test_gateway_token_cap_on_postgresql():
     caps = [line for line in out.splitlines() if line.startswith("[gateway token cap, postgresql")]
     assert len(caps) == 2 and all("overshoot 0" in line and "; 0 chain forks" in line for line in caps), caps
     exact = [line for line in out.splitlines() if line.startswith("[exactly N, postgresql")]
-    assert len(exact) == 4 and all("; 0 chain forks" in line for line in exact), exact  # c32, c64 x plain, streamed
+    # c32, c64 x plain, streamed
+    assert len(exact) == 4 and all("; 0 chain forks" in line for line in exact), exact
     for line in out.splitlines():
         if "[gateway token cap" in line or "[exactly N" in line:
             print(line)

@@ -140,10 +140,12 @@ def test_zero_overshoot_at_a_token_cap_under_64_concurrent_streamed_calls(transa
     assert all(b["spent"] + b["reserved"] > cap for b in budgets)
     forks = _chain_is_one_line()
     with capsys.disabled():
-        print(f"\n[gateway token cap, {connection.vendor}, {processes} process(es)] {allowed} of {len(results)} "
-              f"streamed calls allowed at concurrency {CONCURRENCY} in {elapsed:.1f}s; ledger peak "
+        print(f"\n[gateway token cap, {connection.vendor}, {processes} process(es)] {allowed} of "
+              f"{len(results)} streamed calls allowed at concurrency {CONCURRENCY} in {elapsed:.1f}s; "
+              "ledger peak "
               f"{peak['tokens']} of cap {cap} tokens (overshoot {max(0, peak['tokens'] - cap)}), "
-              f"{tokens} settled; {len(refused)} legible 402s, {unanswered} 503s (decide timed out); {forks} chain forks")
+              f"{tokens} settled; {len(refused)} legible 402s, {unanswered} 503s (decide timed out); "
+              f"{forks} chain forks")
 
 
 # Exactly N (issue 22): a cap sized so that one call at a time admits exactly N (each settles at what it
