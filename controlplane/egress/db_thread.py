@@ -33,6 +33,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.db import NotSupportedError, connection, transaction
 
 from controlplane.audit.services import lock_chain_head
+from controlplane.egress.sqlite_turn import turn
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,8 @@ class GroupCommitter:
                     jobs.append(self._jobs.get_nowait())
                 except queue.Empty:
                     break
-            self._run_in_order(jobs)
+            with turn():  # SQLite: the decision API's processes hand the write lock on at once
+                self._run_in_order(jobs)
 
     def _run_in_order(self, jobs: list[_Job]) -> None:
         """Consecutive groupable jobs form one group; any other job runs alone between groups."""
