@@ -1,7 +1,8 @@
 """Decision-API latency: real servers on a fresh database (SQLite in a temp directory, then a throwaway
 PostgreSQL 15 cluster: bench/databases.py), 50 workers and 500 grants loaded, POST /api/gateway/decide
-over keep-alive connections: the decision API's own process
-(what the gateway calls, as `make up` runs it) and, for comparison, the web server (daphne). Prints
+over keep-alive connections: the decision API's own process (what the gateway calls, as `make up` runs it),
+as one process and as several sharing the port and the chain (--processes), and, for comparison, the web
+server (daphne). Prints
 p50/p99 and requests per second at concurrency 1 and 16, one table per database.
 `python -m bench decision`; ROSTER_BENCH_QUICK=1 for a quick check that it runs."""
 
@@ -33,9 +34,15 @@ WARMUP = 10 if databases.QUICK else 100
 TARGET_C16_DECISIONS = 1500
 SERVER_START_TIMEOUT = 60
 FLOOR_SERVER = "floor: no work (uvicorn)"
+# The decision API as one process and as several sharing its port and the chain (--processes; by default
+# ROSTER_DECISION_PROCESSES is one per core): at least 2, so the two rows always compare.
+PROCESSES = max(2, databases.count("ROSTER_BENCH_DECISION_PROCESSES", os.cpu_count() or 1, 2))
+ONE_PROCESS, MANY_PROCESSES = "decision API (1 process)", f"decision API ({PROCESSES} processes)"
+_DECISION_API = ("controlplane.decision_server", "--host", "127.0.0.1", "--port", "{port}", "--processes")
 # name, `python -m` arguments ({port} filled in)
 SERVERS = (
-    ("decision API (uvicorn)", ("controlplane.decision_server", "--host", "127.0.0.1", "--port", "{port}")),
+    (ONE_PROCESS, (*_DECISION_API, "1")),
+    (MANY_PROCESSES, (*_DECISION_API, str(PROCESSES))),
     ("web server (daphne)", ("daphne", "-b", "127.0.0.1", "-p", "{port}", "controlplane.asgi:application")),
     (FLOOR_SERVER, ("uvicorn", "bench.decision_floor:app", "--host", "127.0.0.1", "--port", "{port}",
                     "--loop", "uvloop", "--http", "httptools", "--no-access-log", "--log-level", "warning")),
@@ -235,9 +242,10 @@ def _bench_one(kind: str, service_token: str) -> None:
           f"{_percentile(commit_ms, 0.5):>8.2f} "
           f"{_percentile(commit_ms, 0.99):>8.2f} {statistics.mean(commit_ms):>8.2f} {'':>8}"
           "  (a one-row transaction, BEGIN to COMMIT, nothing else)")
-    c16 = next(rps for name, concurrency, *_, rps in rows if name == SERVERS[0][0] and concurrency == 16)
-    floor = next(rps for name, concurrency, *_, rps in rows if name == FLOOR_SERVER and concurrency == 16)
-    print(f"{db.label}: decision API c16 {c16:.0f} decisions/s (target >= {TARGET_C16_DECISIONS} durable "
+    c16 = {name: rps for name, concurrency, *_, rps in rows if concurrency == 16}
+    floor = c16[FLOOR_SERVER]
+    print(f"{db.label}: decision API c16 {c16[ONE_PROCESS]:.0f} decisions/s with 1 process, "
+          f"{c16[MANY_PROCESSES]:.0f} with {PROCESSES} (target >= {TARGET_C16_DECISIONS} durable "
           f"decisions/s); the same server and client with no decision behind it: {floor:.0f}/s, so a "
           f"decision may cost {_budget_ms(floor):.2f} ms of server CPU at most for the target here")
     print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)

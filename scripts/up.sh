@@ -20,6 +20,8 @@ PY=.venv/bin/python
 WEB_PORT=${ROSTER_WEB_PORT:-8000}
 DECISION_PORT=${ROSTER_DECISION_API_PORT:-8002}
 METRICS_PORT=${ROSTER_METRICS_PORT:-8003}
+# The decision API's processes (ROSTER_DECISION_PROCESSES): one per core unless told.
+DECISION_PROCESSES=${ROSTER_DECISION_PROCESSES:-$(nproc 2>/dev/null || echo 1)}
 RELAY_PORT=${ROSTER_RELAY_PORT:-8004}
 failures=()
 
@@ -90,7 +92,7 @@ scripts/mint-secrets.sh
 
 ensure decision-api 30 probe_decision_api -- \
   "$PY" -m controlplane.decision_server --host 127.0.0.1 --port "$DECISION_PORT" \
-  --metrics-host 127.0.0.1 --metrics-port "$METRICS_PORT"
+  --processes "$DECISION_PROCESSES" --metrics-host 127.0.0.1 --metrics-port "$METRICS_PORT"
 ensure gateway 30 probe_gateway -- \
   env ROSTER_CONTROL_PLANE_URL="${ROSTER_CONTROL_PLANE_URL:-http://127.0.0.1:$DECISION_PORT}" scripts/gateway-up.sh
 ensure web 40 probe_web -- "$PY" -m daphne -b 127.0.0.1 -p "$WEB_PORT" controlplane.asgi:application
@@ -120,7 +122,7 @@ Roster is up, and a request through the gateway got the control plane's decision
   web and admin:   http://127.0.0.1:$WEB_PORT/   (admin at /admin/)
   create an admin: .venv/bin/python manage.py createsuperuser
   gateway:         boxes reach it on the bridge address, port ${ROSTER_GATEWAY_PORT:-8080}; health http://127.0.0.1:${ROSTER_GATEWAY_HEALTH_PORT:-8081}/healthz
-  decision API:    http://127.0.0.1:$DECISION_PORT/api/gateway/   (the gateway's only; log var/log/decision-api.log)
+  decision API:    http://127.0.0.1:$DECISION_PORT/api/gateway/   (the gateway's only; $DECISION_PROCESSES processes; log var/log/decision-api.log)
   relay:           http://127.0.0.1:$RELAY_PORT/healthz; signed webhooks at /hooks/<channel> (log var/log/relay.log)
   metrics:         control plane http://127.0.0.1:$METRICS_PORT/metrics (Authorization: Bearer \$(cat var/metrics.token));
                    gateway http://127.0.0.1:${ROSTER_GATEWAY_HEALTH_PORT:-8081}/metrics   (docs/operations.md, Metrics)

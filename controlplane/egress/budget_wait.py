@@ -20,7 +20,9 @@ from controlplane.egress.answer import EgressAnswer
 
 
 class SettleSignal:
-    """Wakes the calls waiting for budget when outcomes have settled in this process. Each wake is a new
+    """Wakes the calls waiting for budget when outcomes have settled in this process (outcomes another
+    decision API process settled reach its waiters at their next poll, ROSTER_BUDGET_WAIT_POLL_MS; the
+    database, never this signal, decides what a try admits). Each wake is a new
     generation: a waiter takes the current one before it tries, so an outcome that settles while its try
     runs wakes it at once rather than being missed."""
 

@@ -3,7 +3,9 @@ commits decisions and outcomes that arrive together as one group (docs/operation
 
 Every write here appends to the audit chain, which admits one writer at a time (SQLite's write lock,
 PostgreSQL's advisory lock), so more threads would only add lock contention. One thread serves the
-jobs in arrival order instead; while it works, new jobs queue, and the next turn takes them all.
+jobs in arrival order instead; while it works, new jobs queue, and the next turn takes them all. (A
+decision API of several processes has one such thread in each; their groups take the chain's lock in
+turn: docs/operations.md, "Decision API processes".)
 
 A group is one transaction: its jobs run one after another inside it, exactly as they would alone (the
 chain is appended in arrival order, budgets are reserved against everything before them), and every
@@ -30,6 +32,9 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.db import NotSupportedError, connection, transaction
 
+from controlplane.audit.services import lock_chain_head
+from controlplane.egress.sqlite_turn import turn
+
 log = logging.getLogger(__name__)
 
 
@@ -54,6 +59,11 @@ def as_group() -> Iterator[None]:
     """One transaction for the jobs run inside it, each seeing in_group() (also what the decision profile,
     bench/profile_decision.py, runs its groups in)."""
     with transaction.atomic():
+        # The chain's lock before the first job reads anything: every job appends to the chain anyway,
+        # and another decision API process (--processes) may be writing the runs, budgets and approvals
+        # this group reads; under the lock each job reads them as the chain's order has them. SQLite's
+        # IMMEDIATE transaction holds the write lock already; on PostgreSQL this is the advisory lock.
+        lock_chain_head()
         _here.grouped = True
         try:
             yield
@@ -129,7 +139,8 @@ class GroupCommitter:
                     jobs.append(self._jobs.get_nowait())
                 except queue.Empty:
                     break
-            self._run_in_order(jobs)
+            with turn():  # SQLite: the decision API's processes hand the write lock on at once
+                self._run_in_order(jobs)
 
     def _run_in_order(self, jobs: list[_Job]) -> None:
         """Consecutive groupable jobs form one group; any other job runs alone between groups."""

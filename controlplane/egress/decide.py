@@ -18,6 +18,7 @@ from controlplane.approvals.services import (
     request_digest,
     request_snapshot,
 )
+from controlplane.audit.services import lock_chain_head
 from controlplane.core.db import in_transaction
 from controlplane.core.taint import DataClass
 from controlplane.egress.allow import allow
@@ -122,8 +123,10 @@ def _decide(req: EgressRequest, decision_id: str, *, grouped: bool, may_wait: bo
     if grouped:
         return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state, may_wait)
     with transaction.atomic():
-        # Re-read inside the write transaction: a run that ended, a taint raised or a grant revoked
-        # since the first read is decided again on the current state, never on the stale one.
+        # Re-read inside the write transaction and under the chain's lock (held by whichever decision API
+        # process appends now): a run that ended, a taint raised or a grant revoked since the first read
+        # is decided again on the current state, never on the stale one.
+        lock_chain_head()
         current, refused = _run_for_token(req)
         if current is None:
             return _bad_token(req, decision_id, refused)

@@ -4,6 +4,8 @@ from the policy engine's fixed set ("granted" for an allow, "approval_required" 
 
 from __future__ import annotations
 
+import os
+
 from prometheus_client import Counter, Histogram
 
 from controlplane.policy.engine import DenyReason, Verdict
@@ -19,6 +21,12 @@ DECIDE_SECONDS = Histogram(
     "roster_decide_seconds", "Time the decision API spent on one POST /decide, from the parsed request to "
     "the durable answer (queueing for the database thread included)",
     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5))
+
+# Which process answered (its pid): with several decision API processes (--processes), how the decisions
+# spread over them; one series per process that has run since the start.
+PROCESS_DECISIONS = Counter("roster_decision_process_decisions", "Egress decisions answered by each "
+                            "decision API process, by its pid", ["pid"])
+_THIS_PROCESS = PROCESS_DECISIONS.labels(str(os.getpid()))
 
 # Every series exists from the first scrape, at 0; a decision increments a child looked up once here.
 _CHILDREN = {(str(Verdict.DENY), reason): DECISIONS.labels(str(Verdict.DENY), reason)
@@ -42,3 +50,4 @@ def count_decision(verdict, reason, seconds: float) -> None:
     child = _CHILDREN.get(key)
     (child or DECISIONS.labels(str(Verdict.DENY), OTHER)).inc()  # an unknown verdict: a deny, "other"
     DECIDE_SECONDS.observe(seconds)
+    _THIS_PROCESS.inc()

@@ -5,6 +5,8 @@ the gateway must never send more than the decision API accepts. The decision API
 carries these (controlplane.egress.limits), and the gateway compares its own with them when it starts
 and on every health probe (docs/settings.md, "Settings the gateway and the control plane share")."""
 
+import os
+
 from controlplane.core.env import env
 from controlplane.settings.base import VAR_DIR
 
@@ -20,6 +22,10 @@ ROSTER_GATEWAY_TOKEN_SHA256 = env.str("ROSTER_GATEWAY_TOKEN_SHA256", "")
 ROSTER_DECISION_API_HOST = env.str("ROSTER_DECISION_API_HOST", "127.0.0.1")
 ROSTER_DECISION_API_PORT = env.int("ROSTER_DECISION_API_PORT", 8002, minimum=1, maximum=65535)
 ROSTER_DECISION_API_KEEPALIVE_SECONDS = env.int("ROSTER_DECISION_API_KEEPALIVE_SECONDS", 75, minimum=1)
+# How many processes serve the decision API (`--processes` overrides it): uvicorn binds the port once and
+# its worker processes share the socket; they share one audit chain and one ledger through the database's
+# lock (docs/operations.md, "Decision API processes"). Default: one per core; 1 is a single process.
+ROSTER_DECISION_PROCESSES = env.int("ROSTER_DECISION_PROCESSES", os.cpu_count() or 1, minimum=1, maximum=256)
 # The decision API process's Prometheus metrics (controlplane.metrics; docs/operations.md, Metrics): a
 # listener of its own, apart from the decision API's port, on loopback unless the operator says otherwise,
 # answering only a bearer whose SHA-256 matches (scripts/mint-secrets.sh makes var/metrics.token and

@@ -1,7 +1,8 @@
 """`make bench`'s decision bench end to end in quick mode (few requests; numbers not looked at): the
-SQLite table with both servers at both concurrencies, the floors under them (a server doing no work, one
-durable commit), the in-process row and the target line with the per-decision budget the floor leaves; without
-PostgreSQL's binaries, a "skipped: why" line instead of the PostgreSQL table, and still a success."""
+SQLite table with both servers (the decision API as 1 and as 2 processes) at both concurrencies, the
+floors under them (a server doing no work, one durable commit), the in-process row and the target line
+with the per-decision budget the floor leaves; without PostgreSQL's binaries, a "skipped: why" line
+instead of the PostgreSQL table, and still a success."""
 
 import os
 import subprocess
@@ -25,15 +26,17 @@ def test_quick_decision_bench_prints_its_rows(tmp_path):
     assert "decision API bench on PostgreSQL 15: skipped: PostgreSQL 15 binaries not found" in out
     assert "decision API (SQLite, 50 workers, 500 grants" in out
     assert "decision API (PostgreSQL 15" not in out
-    rows = [line.split() for line in out.splitlines() if line.startswith(("decision API (uvicorn)",
+    rows = [line.split() for line in out.splitlines() if line.startswith(("decision API (1 process)",
+                                                                        "decision API (2 processes)",
                                                                         "web server (daphne)",
                                                                         "floor: no work (uvicorn)"))]
-    assert [(row[-6], row[-5]) for row in rows] == [("1", "16"), ("16", "32")] * 3
+    assert [(row[-6], row[-5]) for row in rows] == [("1", "16"), ("16", "32")] * 4
     assert any(line.startswith("in-process ") for line in out.splitlines())
     [commit_floor] = [line.split() for line in out.splitlines()
                       if line.startswith("floor: one durable commit")]
     assert commit_floor[4] == "16" and float(commit_floor[5]) > 0
-    assert "SQLite: decision API c16 " in out and "(target >= 1500 durable decisions/s)" in out
+    assert "SQLite: decision API c16 " in out and " decisions/s with 1 process, " in out
+    assert " with 2 (target >= 1500 durable decisions/s)" in out
     assert "the same server and client with no decision behind it: " in out
     assert " ms of server CPU at most for the target here" in out
     assert "failed" not in out

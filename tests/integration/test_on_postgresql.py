@@ -21,6 +21,7 @@ SUITES = {
         "tests/egress/test_approval_flow.py", "tests/egress/test_outcome_trace.py",
         "tests/egress/test_model_call_decide.py", "tests/egress/test_group_commit.py",
         "tests/egress/test_gateway_calls.py", "tests/egress/test_budget_wait.py",
+        "tests/egress/test_decide_under_lock.py",
     ],
     # locking, triggers and time truncation of the ledger and the audit chain
     "ledger and audit": [
@@ -47,11 +48,16 @@ def test_suite_on_postgresql(suite):
 
 @pytest.mark.slow
 def test_gateway_token_cap_on_postgresql():
-    # 64 concurrent streamed calls through mitmdump and the decision API process, which share the cluster.
+    # 64 concurrent streamed calls through mitmdump and the decision API's processes, sharing the cluster.
     out = postgres.rerun_on_postgresql(["tests/integration/gateway/test_gateway_token_cap_concurrency.py"],
                                        args=["-s", "-x", "-m", "integration"])
-    assert "[gateway token cap, postgresql]" in out and "overshoot 0" in out
-    assert out.count("[exactly N, postgresql") == 4  # c32, c64 x plain, streamed: each exactly N
+    # The token cap with 1 and with 2 decision API processes, the exactly-N runs with 2: none overshoots,
+    # none forks the chain.
+    caps = [line for line in out.splitlines() if line.startswith("[gateway token cap, postgresql")]
+    assert len(caps) == 2 and all("overshoot 0" in line and "; 0 chain forks" in line for line in caps), caps
+    exact = [line for line in out.splitlines() if line.startswith("[exactly N, postgresql")]
+    # c32, c64 x plain, streamed
+    assert len(exact) == 4 and all("; 0 chain forks" in line for line in exact), exact
     for line in out.splitlines():
         if "[gateway token cap" in line or "[exactly N" in line:
             print(line)

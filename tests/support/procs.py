@@ -18,6 +18,9 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_PY = sys.executable
+# The decision API's processes in tests (tests/integration): more than one, so a state kept in one process
+# that another would need shows up as a failure here.
+DECISION_PROCESSES = 2
 
 
 def free_port() -> int:
@@ -113,13 +116,15 @@ def daphne_server(env: dict[str, str], tmp: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def decision_api_server(env: dict[str, str], tmp: Path, metrics_port: int = 0) -> Iterator[str]:
-    """The decision API's own process (controlplane.decision_server), as scripts/up.sh runs it; with a
-    metrics port, its metrics listener too (on loopback)."""
+def decision_api_server(env: dict[str, str], tmp: Path, metrics_port: int = 0,
+                        processes: int = DECISION_PROCESSES) -> Iterator[str]:
+    """The decision API (controlplane.decision_server), as scripts/up.sh runs it: `processes` worker
+    processes sharing its port (ROSTER_DECISION_PROCESSES; 2 unless told, so every test through it runs
+    with decisions in more than one process); with a metrics port, its metrics listener too (loopback)."""
     port = free_port()
     args = [VENV_PY, "-m", "controlplane.decision_server", "--host", "127.0.0.1", "--port", str(port),
             "--metrics-host", "127.0.0.1", "--metrics-port", str(metrics_port)]
-    proc = spawn(args, env=env, log=tmp / "decision-api.log")
+    proc = spawn(args, env={"ROSTER_DECISION_PROCESSES": str(processes), **env}, log=tmp / "decision-api.log")
     try:
         wait_for_port(port, proc=proc, timeout=30)
         if metrics_port:

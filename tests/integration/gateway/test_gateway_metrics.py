@@ -105,7 +105,8 @@ def test_allows_and_denies_are_counted_on_both_endpoints(stack, token, scraper):
 
 
 def _labels_are_bounded(gw: Samples, cp: Samples, cp_text: str, token: str) -> None:
-    allowed = {"verdict", "reason", "result", "le", "state", "scope", "unit", "window", "queue", "source"}
+    allowed = {"verdict", "reason", "result", "le", "state", "scope", "unit", "window", "queue", "source",
+               "pid"}
     for samples in (gw, cp):
         for name, labels in samples:
             if name.startswith("roster_"):  # (the client library's process and GC metrics have their own)

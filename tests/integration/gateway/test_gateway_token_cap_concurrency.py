@@ -15,8 +15,10 @@ import time
 import httpx
 import pytest
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import Count, Sum
 
+from controlplane.audit.models import AuditRecord
+from controlplane.audit.verify import verify_database
 from controlplane.fleet.models import Run, RunDecision
 from controlplane.fleet.services import run_create, run_set_status, worker_create
 from controlplane.ledger.models import Cap, ModelPrice, SpendLine
@@ -33,6 +35,15 @@ CALLS_PER_BOX = 2
 MAX_TOKENS = 200
 
 
+def _chain_is_one_line() -> int:
+    """The audit chain every decision API process appended to: no two records on one head (a fork), seq
+    without a gap, every hash verified. Returns the forks (0) for the summary line."""
+    forks = AuditRecord.objects.values("prev_hash").annotate(n=Count("id")).filter(n__gt=1).count()
+    seqs = list(AuditRecord.objects.order_by("seq").values_list("seq", flat=True))
+    assert forks == 0 and seqs == list(range(1, len(seqs) + 1)) and verify_database().ok
+    return forks
+
+
 def _tokens() -> int:
     return SpendLine.objects.filter(unit="tokens").aggregate(s=Sum("amount"))["s"] or 0
 
@@ -47,8 +58,9 @@ def _call(gateway, token: str, url: str, doc: dict, results: list) -> None:
                 results.append((response.status_code, body))
 
 
+@pytest.mark.parametrize("processes", [1, 2], ids=["1-process", "2-processes"])
 def test_zero_overshoot_at_a_token_cap_under_64_concurrent_streamed_calls(transactional_db, redis_url,
-                                                                          tmp_path, capsys):
+                                                                          tmp_path, capsys, processes):
     model = ModelUpstream()
     model.usage = {"prompt": 20, "completion": 30, "cached": 0, "reasoning": 0}
     model.pause = 0.05
@@ -84,7 +96,7 @@ def test_zero_overshoot_at_a_token_cap_under_64_concurrent_streamed_calls(transa
             connection.close()
 
     try:
-        with procs.decision_api_server(env, tmp_path) as url, gateway_process(
+        with procs.decision_api_server(env, tmp_path, processes=processes) as url, gateway_process(
                 url, GATEWAY_SERVICE_TOKEN, tmp_path, allow_loopback_upstreams=True) as gw:
             procs.wait_for_http(url + "/api/gateway/health", timeout=30)
             watcher = threading.Thread(target=watch)
@@ -126,11 +138,14 @@ def test_zero_overshoot_at_a_token_cap_under_64_concurrent_streamed_calls(transa
     budgets = [json.loads(body)["budget"] for body in refused]
     assert all(b["unit"] == "tokens" and b["limit"] == cap and b["reserved"] == worst for b in budgets)
     assert all(b["spent"] + b["reserved"] > cap for b in budgets)
+    forks = _chain_is_one_line()
     with capsys.disabled():
-        print(f"\n[gateway token cap, {connection.vendor}] {allowed} of {len(results)} "
-              f"streamed calls allowed at concurrency {CONCURRENCY} in {elapsed:.1f}s; ledger peak "
+        print(f"\n[gateway token cap, {connection.vendor}, {processes} process(es)] {allowed} of "
+              f"{len(results)} streamed calls allowed at concurrency {CONCURRENCY} in {elapsed:.1f}s; "
+              "ledger peak "
               f"{peak['tokens']} of cap {cap} tokens (overshoot {max(0, peak['tokens'] - cap)}), "
-              f"{tokens} settled; {len(refused)} legible 402s, {unanswered} 503s (decide timed out)")
+              f"{tokens} settled; {len(refused)} legible 402s, {unanswered} 503s (decide timed out); "
+              f"{forks} chain forks")
 
 
 # Exactly N (issue 22): a cap sized so that one call at a time admits exactly N (each settles at what it
@@ -240,7 +255,9 @@ def test_exactly_n_of_10n_concurrent_calls_are_admitted_at_each_kind_of_cap(tran
                 assert not any("held by" in r["message"] for r in refused)
     finally:
         model.close()
+    forks = _chain_is_one_line()
     with capsys.disabled():
-        print(f"\n[exactly N, {connection.vendor}, c{concurrency}, {'streamed' if stream else 'plain'}] "
+        print(f"\n[exactly N, {connection.vendor}, c{concurrency}, {'streamed' if stream else 'plain'}, "
+              f"{procs.DECISION_PROCESSES} processes] "
               + "; ".join(f"{unit}: {a} of {10 * N} admitted (cap sized for {N}) in {s:.1f}s"
-                          for unit, (a, s) in measured.items()))
+                          for unit, (a, s) in measured.items()) + f"; {forks} chain forks")
