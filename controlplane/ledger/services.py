@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from controlplane.audit.services import audit_append, lock_chain_head
+from controlplane.audit.services import audit_write, lock_chain_head
 from controlplane.core.db import current_connection, in_transaction
 from controlplane.fleet.models import Worker
 from controlplane.ledger import model_spend, sql
@@ -119,7 +119,7 @@ def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin,
         record["model"] = {"model": model.model[:200], "price": model.price.pattern if model.price else None,
                            "input_estimate": model.input_estimate, "max_output": model.max_output,
                            "tokens": model.tokens, "micro": model.micro}
-    audit_append("spend", record, run=run, worker=worker.name)
+    audit_write("spend", record, run=run, worker=worker.name)
     return Reservation(decision_id=decision_id, worker_id=worker.pk, requests=1,
                        micro=cost_micro + (model.micro if model else 0), tokens=model.tokens if model else 0)
 
@@ -164,7 +164,7 @@ def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: To
                                               grant_slug=grant_slug)
     if model is not None:
         record["model"] = model
-    audit_append("spend", record, run=run_id, worker=worker_name)
+    audit_write("spend", record, run=run_id, worker=worker_name)
 
 
 def settle(decision_id: str, request_bytes: int, response_bytes: int,
