@@ -86,11 +86,11 @@ def lock_chain_head(conn=None) -> None:
     thread's connection when the caller has it at hand."""
     conn = conn or current_connection()
     if conn.vendor == "postgresql":
-        if _lock_held.get():
+        if _lock_held.get(conn):
             return
         with conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", [_PG_LOCK_KEY])
-        _lock_held.set(True)
+        _lock_held.set(True, conn)
     elif conn.vendor == "sqlite":
         if conn.settings_dict.get("OPTIONS", {}).get("transaction_mode") != "IMMEDIATE":
             raise RuntimeError("SQLite must use transaction_mode IMMEDIATE (see settings.py)")
@@ -109,16 +109,15 @@ _INSERT_SQL = (f"INSERT INTO {_TABLE} (seq, created_at, kind, run_id_ref, worker
                f"body, prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id")
 
 
-def _append(kind: str, data_json: str, run_id: int | None, worker: str, verdict: str,
+def _append(conn, kind: str, data_json: str, run_id: int | None, worker: str, verdict: str,
             reason: str) -> tuple:
     """Inside the chain head lock: only the head, seq, time, hashing and the insert. The record's row,
     in _COLUMNS order. Plain SQL: this runs once per gateway request, and the ORM's save() costs more
     than the hashing."""
-    conn = current_connection()
     lock_chain_head(conn)
     now = chain.truncate_ms(timezone.now())
     with conn.cursor() as cur:
-        head = _known_head.get()
+        head = _known_head.get(conn)
         if head is None:
             cur.execute(_HEAD_SQL)
             head = cur.fetchone()
@@ -129,7 +128,7 @@ def _append(kind: str, data_json: str, run_id: int | None, worker: str, verdict:
         cur.execute(_INSERT_SQL, [seq, conn.ops.adapt_datetimefield_value(now), kind, run_id, worker,
                                   verdict, reason, body, prev, digest])
         pk = cur.fetchone()[0]
-    _known_head.set((seq, digest))
+    _known_head.set((seq, digest), conn)
     return pk, seq, now, kind, run_id, worker, verdict, reason, body, prev, digest
 
 
@@ -152,10 +151,11 @@ def audit_append(kind: str, data: dict, *, run=None, worker=None, verdict: str =
     """Append one record to the chain. Call inside the transaction of the change it records; called
     outside one, it opens its own. `data` must be JSON-serialisable and never hold a secret value."""
     prepared = _prepared(kind, data, run, worker, verdict, reason)
-    with in_transaction(), APPEND_SECONDS.time():
-        row = _append(*prepared)
+    conn = current_connection()
+    with in_transaction(conn), APPEND_SECONDS.time():
+        row = _append(conn, *prepared)
     # As the ORM builds a row it read (positional, in column order): half the cost of keyword arguments.
-    return AuditRecord.from_db(current_connection().alias, _COLUMNS, row)
+    return AuditRecord.from_db(conn.alias, _COLUMNS, row)
 
 
 def audit_write(kind: str, data: dict, *, run=None, worker=None, verdict: str = "",
@@ -163,5 +163,6 @@ def audit_write(kind: str, data: dict, *, run=None, worker=None, verdict: str = 
     """audit_append for a caller that needs nothing back (the decision path's records): the same record,
     appended the same way, without building an AuditRecord from it."""
     prepared = _prepared(kind, data, run, worker, verdict, reason)
-    with in_transaction(), APPEND_SECONDS.time():
-        _append(*prepared)
+    conn = current_connection()
+    with in_transaction(conn), APPEND_SECONDS.time():
+        _append(conn, *prepared)

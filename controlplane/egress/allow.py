@@ -40,7 +40,8 @@ def allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str,
     (controlplane.egress.budget_wait), so a remainder that is only held comes back as `held`."""
     grant = decision.grant
     reserved = reserve(worker=run.worker, run=run, grant_slug=grant.slug, decision_id=decision_id,
-                       cost_micro=int(grant.cost_per_call), origin=run.origin, model_call=model_call)
+                       cost_micro=int(grant.cost_per_call), origin=run.origin, model_call=model_call,
+                       run_decision_follows=True)
     if isinstance(reserved, OverBudget):
         return Allowed(engine.deny(DenyReason.OVER_BUDGET, reserved.message), reserved.as_dict(),
                        held=may_wait and reserved.waitable)
