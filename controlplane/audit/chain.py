@@ -11,6 +11,7 @@ import enum
 import hashlib
 import json
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _json_string
 
 GENESIS_PREV = "0" * 64  # 32 zero bytes, hex
 BODY_KEYS = ("data", "kind", "prev", "reason", "run", "seq", "time", "verdict", "worker")
@@ -65,6 +66,18 @@ def build_body(*, seq: int, time: dt.datetime, prev: str, kind: str, run: int | 
         "seq": seq, "time": format_time(time), "prev": prev, "kind": kind, "run": run,
         "worker": worker, "verdict": verdict, "reason": reason, "data": data,
     })
+
+
+def body_with_data(*, seq: int, time: dt.datetime, prev: str, kind: str, run: int | None, worker: str,
+                   verdict: str, reason: str, data_json: str) -> str:
+    """build_body's bytes, from `data` already serialised (canonical_json): an appender serialises its
+    data once, before the chain head lock, and inside it only fills in seq, time and prev. The fields
+    come in canonical_json's sorted key order, each string escaped by the encoder canonical_json uses;
+    tests/audit/test_body_template.py holds the two equal."""
+    run_text = "null" if run is None else int.__repr__(run)
+    return (f'{{"data":{data_json},"kind":{_json_string(kind)},"prev":{_json_string(prev)},'
+            f'"reason":{_json_string(reason)},"run":{run_text},"seq":{int.__repr__(seq)},'
+            f'"time":"{format_time(time)}","verdict":{_json_string(verdict)},"worker":{_json_string(worker)}}}')
 
 
 def record_problem(seq: int, body, stored_hash: str) -> tuple[str | None, str, dict | None]:

@@ -86,11 +86,11 @@ def lock_chain_head(conn=None) -> None:
     thread's connection when the caller has it at hand."""
     conn = conn or current_connection()
     if conn.vendor == "postgresql":
-        if _lock_held.get():
+        if _lock_held.get(conn):
             return
         with conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", [_PG_LOCK_KEY])
-        _lock_held.set(True)
+        _lock_held.set(True, conn)
     elif conn.vendor == "sqlite":
         if conn.settings_dict.get("OPTIONS", {}).get("transaction_mode") != "IMMEDIATE":
             raise RuntimeError("SQLite must use transaction_mode IMMEDIATE (see settings.py)")
@@ -109,34 +109,32 @@ _INSERT_SQL = (f"INSERT INTO {_TABLE} (seq, created_at, kind, run_id_ref, worker
                f"body, prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id")
 
 
-def _append(kind: str, data: dict, run, worker: str, verdict: str, reason: str) -> AuditRecord:
-    # Plain SQL: this runs once per gateway request, and the ORM's save() costs more than the hashing.
-    conn = current_connection()
+def _append(conn, kind: str, data_json: str, run_id: int | None, worker: str, verdict: str,
+            reason: str) -> tuple:
+    """Inside the chain head lock: only the head, seq, time, hashing and the insert. The record's row,
+    in _COLUMNS order. Plain SQL: this runs once per gateway request, and the ORM's save() costs more
+    than the hashing."""
     lock_chain_head(conn)
     now = chain.truncate_ms(timezone.now())
-    run_id = _run_id(run)
     with conn.cursor() as cur:
-        head = _known_head.get()
+        head = _known_head.get(conn)
         if head is None:
             cur.execute(_HEAD_SQL)
             head = cur.fetchone()
         seq, prev = (head[0] + 1, head[1]) if head else (1, chain.GENESIS_PREV)
-        body = chain.build_body(seq=seq, time=now, prev=prev, kind=kind, run=run_id, worker=worker,
-                                verdict=verdict, reason=reason, data=data)
+        body = chain.body_with_data(seq=seq, time=now, prev=prev, kind=kind, run=run_id, worker=worker,
+                                    verdict=verdict, reason=reason, data_json=data_json)
         digest = chain.record_hash(body)
         cur.execute(_INSERT_SQL, [seq, conn.ops.adapt_datetimefield_value(now), kind, run_id, worker,
                                   verdict, reason, body, prev, digest])
         pk = cur.fetchone()[0]
-    _known_head.set((seq, digest))
-    # As the ORM builds a row it read (positional, in column order): half the cost of keyword arguments.
-    return AuditRecord.from_db(conn.alias, _COLUMNS, (pk, seq, now, kind, run_id, worker, verdict, reason,
-                                                      body, prev, digest))
+    _known_head.set((seq, digest), conn)
+    return pk, seq, now, kind, run_id, worker, verdict, reason, body, prev, digest
 
 
-def audit_append(kind: str, data: dict, *, run=None, worker=None, verdict: str = "",
-                 reason: str = "") -> AuditRecord:
-    """Append one record to the chain. Call inside the transaction of the change it records; called
-    outside one, it opens its own. `data` must be JSON-serialisable and never hold a secret value."""
+def _prepared(kind: str, data: dict, run, worker, verdict: str, reason: str) -> tuple:
+    """Everything about a record that does not need the chain head, checked and serialised before the
+    lock is taken: (kind, data's canonical JSON, run id, worker name, verdict, reason)."""
     if kind not in KINDS:
         raise ValueError(f"unknown audit kind {kind!r}")
     if not isinstance(data, dict):
@@ -144,6 +142,27 @@ def audit_append(kind: str, data: dict, *, run=None, worker=None, verdict: str =
     verdict = _text(verdict, "verdict", _MAX_VERDICT)
     reason = _text(reason, "reason", _MAX_REASON)
     worker_name = _worker_name(worker, run)
-    chain.canonical_json(data)  # fail before taking the lock if data can't be serialised
-    with in_transaction(), APPEND_SECONDS.time():
-        return _append(kind, data, run, worker_name, verdict, reason)
+    # Serialised once, here: fails before the lock if data can't be, and the body embeds these bytes.
+    return kind, chain.canonical_json(data), _run_id(run), worker_name, verdict, reason
+
+
+def audit_append(kind: str, data: dict, *, run=None, worker=None, verdict: str = "",
+                 reason: str = "") -> AuditRecord:
+    """Append one record to the chain. Call inside the transaction of the change it records; called
+    outside one, it opens its own. `data` must be JSON-serialisable and never hold a secret value."""
+    prepared = _prepared(kind, data, run, worker, verdict, reason)
+    conn = current_connection()
+    with in_transaction(conn), APPEND_SECONDS.time():
+        row = _append(conn, *prepared)
+    # As the ORM builds a row it read (positional, in column order): half the cost of keyword arguments.
+    return AuditRecord.from_db(conn.alias, _COLUMNS, row)
+
+
+def audit_write(kind: str, data: dict, *, run=None, worker=None, verdict: str = "",
+                reason: str = "") -> None:
+    """audit_append for a caller that needs nothing back (the decision path's records): the same record,
+    appended the same way, without building an AuditRecord from it."""
+    prepared = _prepared(kind, data, run, worker, verdict, reason)
+    conn = current_connection()
+    with in_transaction(conn), APPEND_SECONDS.time():
+        _append(conn, *prepared)

@@ -15,12 +15,12 @@ def current_connection():
     return connections[DEFAULT_DB_ALIAS]
 
 
-def in_transaction():
+def in_transaction(conn=None):
     """The caller's transaction if one is open, else a new one. Never a savepoint: a savepoint costs two
     statements on every call on the decision path, and `atomic(savepoint=False)` would instead mark the
     caller's transaction as failed when an expected error (an unknown or already settled decision)
     passes through, though the caller handles it and goes on (an outcome batch does)."""
-    if current_connection().in_atomic_block:
+    if (conn or current_connection()).in_atomic_block:
         return contextlib.nullcontext()
     return transaction.atomic()
 
@@ -34,11 +34,12 @@ class TransactionMemo:
     def __init__(self):
         self._local = threading.local()
 
-    def get(self):
+    def get(self, conn=None):
+        """`conn`: this thread's connection when the caller has it at hand (each lookup costs)."""
         held = getattr(self._local, "held", None)
         if held is None:
             return None
-        conn = current_connection()
+        conn = conn or current_connection()
         marker, index, value = held
         # Callbacks are only ever appended, or dropped from the end when a savepoint rolls back, and the
         # list is emptied when the transaction ends: the marker is still where it was put exactly while
@@ -49,8 +50,8 @@ class TransactionMemo:
         self._local.held = None
         return None
 
-    def set(self, value) -> None:
-        conn = current_connection()
+    def set(self, value, conn=None) -> None:
+        conn = conn or current_connection()
         if not conn.in_atomic_block:  # outside a transaction there is nothing to remember it for
             self._local.held = None
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controlplane.audit.services import audit_append
+from controlplane.audit.services import audit_write
 from controlplane.egress.policy_cache import PolicyState, secret_row
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_raise_taint
@@ -40,7 +40,8 @@ def allow(run: Run, decision: engine.Decision, decision_id: str, *, method: str,
     (controlplane.egress.budget_wait), so a remainder that is only held comes back as `held`."""
     grant = decision.grant
     reserved = reserve(worker=run.worker, run=run, grant_slug=grant.slug, decision_id=decision_id,
-                       cost_micro=int(grant.cost_per_call), origin=run.origin, model_call=model_call)
+                       cost_micro=int(grant.cost_per_call), origin=run.origin, model_call=model_call,
+                       run_decision_follows=True)
     if isinstance(reserved, OverBudget):
         return Allowed(engine.deny(DenyReason.OVER_BUDGET, reserved.message), reserved.as_dict(),
                        held=may_wait and reserved.waitable)
@@ -73,7 +74,7 @@ def _credentials(run: Run, grant: engine.GrantRule, decision_id: str, host: str,
     # pair to scrub echoes of the injected value from the response (docs/wire.md).
     replace = ({"sentinel": secret.sentinel, "value": value},) if (named or inject) else ()
     if inject or replace:
-        audit_append("credential_use", {"decision_id": decision_id, "secret": secret.name,
+        audit_write("credential_use", {"decision_id": decision_id, "secret": secret.name,
                                         "grant": grant.slug, "host": host, "url": url,
                                         "inject": bool(inject),
                                         "replace": named}, run=run)

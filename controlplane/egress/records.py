@@ -3,7 +3,7 @@ sentinel where no grant covers it. Both name the request by its masked URL, neve
 
 from __future__ import annotations
 
-from controlplane.audit.services import audit_append
+from controlplane.audit.services import audit_write
 from controlplane.core.taint import DataClass
 from controlplane.fleet.models import Run
 from controlplane.policy import engine
@@ -21,14 +21,14 @@ def audit_decision(decision: engine.Decision, decision_id: str, *, run: Run | No
         data["taint"] = DataClass(run.taint).label
         data["untrusted"] = run.untrusted
     reason = str(decision.reason) if decision.reason else ""
-    audit_append("decision", data, run=run, worker=run.worker if run else None,
+    audit_write("decision", data, run=run, worker=run.worker if run else None,
                  verdict=str(decision.verdict), reason=reason)
 
 
 def audit_connection(decision_id: str, run: Run, url: str) -> None:
     """A CONNECT without a tunnel grant is not refused: the gateway intercepts it and judges each request
     inside. It is recorded as the connection it is, never as a deny (one request, one record)."""
-    audit_append("connection", {"decision_id": decision_id, "url": url, "intercepted": True},
+    audit_write("connection", {"decision_id": decision_id, "url": url, "intercepted": True},
                  run=run, worker=run.worker)
 
 
@@ -40,5 +40,5 @@ def intercepted_connect(scheme: str, decision: engine.Decision) -> bool:
 def audit_tripwire(decision_id: str, run: Run, url: str, grant_slug: str | None,
                    sentinel_ids: frozenset[int]) -> None:
     names = sorted(Secret.objects.filter(pk__in=sentinel_ids).values_list("name", flat=True))
-    audit_append("tripwire", {"decision_id": decision_id, "url": url, "grant": grant_slug,
+    audit_write("tripwire", {"decision_id": decision_id, "url": url, "grant": grant_slug,
                               "sentinels_of": names}, run=run, verdict="deny", reason=DenyReason.TRIPWIRE)

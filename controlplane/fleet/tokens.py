@@ -3,6 +3,7 @@ database read never yields a usable token."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import secrets
@@ -27,6 +28,7 @@ def token_is_well_formed(raw: str) -> bool:
     return isinstance(raw, str) and raw.startswith(TOKEN_PREFIX) and len(raw) <= TOKEN_MAX_LENGTH
 
 
+@functools.lru_cache(maxsize=4096)  # pure; every decision parses its box's address and the gateway's peer
 def _address(text: str) -> str | None:
     """The address in its one written form (an IPv4-mapped IPv6 address as IPv4), or None if not one."""
     try:

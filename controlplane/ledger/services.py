@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from controlplane.audit.services import audit_append, lock_chain_head
+from controlplane.audit.services import audit_write, lock_chain_head
 from controlplane.core.db import current_connection, in_transaction
 from controlplane.fleet.models import Worker
 from controlplane.ledger import model_spend, sql
@@ -91,10 +91,11 @@ def budget_refusal(worker: Worker, cost_micro: int,
 
 
 def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin,
-             model_call: ModelCallFacts | None = None) -> Reservation | OverBudget:
+             model_call: ModelCallFacts | None = None,
+             run_decision_follows: bool = False) -> Reservation | OverBudget:
     conn = current_connection()
     _serialise(conn)
-    if sql.decision_has_lines(decision_id):
+    if not run_decision_follows and sql.decision_has_lines(decision_id):
         raise DuplicateReservation(f"decision {decision_id} already has a reservation")
     model = model_spend.plan(model_call) if model_call is not None else None
     over = _first_broken_cap(worker, cost_micro, model)
@@ -119,23 +120,27 @@ def _reserve(worker, run, grant_slug, decision_id, cost_micro, origin,
         record["model"] = {"model": model.model[:200], "price": model.price.pattern if model.price else None,
                            "input_estimate": model.input_estimate, "max_output": model.max_output,
                            "tokens": model.tokens, "micro": model.micro}
-    audit_append("spend", record, run=run, worker=worker.name)
+    audit_write("spend", record, run=run, worker=worker.name)
     return Reservation(decision_id=decision_id, worker_id=worker.pk, requests=1,
                        micro=cost_micro + (model.micro if model else 0), tokens=model.tokens if model else 0)
 
 
 def reserve(*, worker, run, grant_slug: str, decision_id: str, cost_micro: int,
-            origin: str, model_call: ModelCallFacts | None = None) -> Reservation | OverBudget:
+            origin: str, model_call: ModelCallFacts | None = None,
+            run_decision_follows: bool = False) -> Reservation | OverBudget:
     """Check every worker and org cap for the current windows and, if none would break, append the
     reserve lines. Call inside the decision's transaction. Returns OverBudget naming the first cap
     that would break (nothing is written then). A model call also reserves its worst case in tokens
-    and money (controlplane.ledger.model_spend)."""
+    and money (controlplane.ledger.model_spend). `run_decision_follows`: the caller writes the decision's
+    RunDecision in this same transaction (an allow), whose unique decision_id refuses the transaction of a
+    second reservation for it, so the lookup for an earlier one is not made."""
     if not decision_id:
         raise ValueError("decision_id is required")
     if not isinstance(cost_micro, int) or isinstance(cost_micro, bool) or cost_micro < 0:
         raise ValueError("cost_micro must be a non-negative integer")
     with in_transaction():
-        return _reserve(worker, run, grant_slug, decision_id, cost_micro, origin, model_call)
+        return _reserve(worker, run, grant_slug, decision_id, cost_micro, origin, model_call,
+                        run_decision_follows)
 
 
 def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: TokenUsage | None,
@@ -164,7 +169,7 @@ def _settle(decision_id: str, request_bytes: int, response_bytes: int, usage: To
                                               grant_slug=grant_slug)
     if model is not None:
         record["model"] = model
-    audit_append("spend", record, run=run_id, worker=worker_name)
+    audit_write("spend", record, run=run_id, worker=worker_name)
 
 
 def settle(decision_id: str, request_bytes: int, response_bytes: int,

@@ -18,8 +18,11 @@ _HAS_LINES_SQL = f"SELECT 1 FROM {SpendLine._meta.db_table} WHERE decision_id = 
 _LINES_OF_DECISION_SQL = (f"SELECT s.kind, s.worker_id, s.run_id, s.grant_slug, w.name, s.unit "
                           f"FROM {SpendLine._meta.db_table} s JOIN {Worker._meta.db_table} w "
                           "ON w.id = s.worker_id WHERE s.decision_id = %s ORDER BY s.id")
-_INSERT_LINE_SQL = (f"INSERT INTO {SpendLine._meta.db_table} (worker_id, run_id, grant_slug, decision_id, "
-                    "kind, unit, amount, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)")
+_INSERT_LINES_SQL = (f"INSERT INTO {SpendLine._meta.db_table} (worker_id, run_id, grant_slug, decision_id, "
+                     "kind, unit, amount, created_at) VALUES ")
+_LINE_VALUES = "(%s, %s, %s, %s, %s, %s, %s, %s)"
+# One statement for the few lines of one reserve or settle (ids in list order, as executemany's would be).
+_INSERT_SQL_FOR: dict[int, str] = {}
 
 
 def cap_rows(worker_id: int) -> list[tuple]:
@@ -45,11 +48,14 @@ def lines_of_decision(decision_id: str) -> list[tuple]:
 def lines_insert(lines: Sequence[Sequence]) -> None:
     """Append spend lines, each [worker_id, run_id, grant_slug, decision_id, kind, unit, amount, created_at]
     with created_at already adapted for the database (adapted_time)."""
+    count = len(lines)
+    if not count:
+        return
+    statement = _INSERT_SQL_FOR.get(count)
+    if statement is None:
+        statement = _INSERT_SQL_FOR.setdefault(count, _INSERT_LINES_SQL + ", ".join([_LINE_VALUES] * count))
     with current_connection().cursor() as cur:
-        if len(lines) == 1:  # a settle's one line: no batch to set up
-            cur.execute(_INSERT_LINE_SQL, lines[0])
-        else:
-            cur.executemany(_INSERT_LINE_SQL, lines)
+        cur.execute(statement, [value for line in lines for value in line])
 
 
 def adapted_time(moment):

@@ -81,6 +81,11 @@ def _evaluate(run: RunState, facts: RequestFacts, grants: Sequence[GrantRule], n
     except NormalizationError as exc:
         return _no_grant(f"request rejected: {exc}", sentinels)
 
+    # Every step below (matching, the host's wire format, sentinel homes, near misses) rules out a grant
+    # for another host before anything else, so only the grants whose host pattern covers this host are
+    # judged: the same decision, without a call per grant of the worker's whole list.
+    grants = [g for g in grants if (host.endswith("." + g.compiled.host) if g.compiled.wildcard
+                                    else host == g.compiled.host)]
     headers = conditions.LazyHeaderIndex(facts.headers)
     body_size = _body_size(facts.body_size)
     mcp = tuple(facts.mcp)

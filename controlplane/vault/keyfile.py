@@ -56,7 +56,7 @@ def key_id(key: bytes) -> str:
 
 
 def _load(path: Path) -> tuple[MultiFernet, tuple[bytes, ...]]:
-    st = path.stat()
+    st = os.stat(path)  # FileNotFoundError for a missing file: _loaded creates it
     if not stat.S_ISREG(st.st_mode):
         raise VaultKeyError(f"vault key file {path} is not a regular file")
     if st.st_mode & 0o077:
@@ -94,11 +94,15 @@ def keys() -> tuple[bytes, ...]:
 
 
 def _loaded() -> tuple[MultiFernet, tuple[bytes, ...]]:
+    # Checked on every use (one stat: a rotation in another process shows as a new inode or mtime), and
+    # the file created only when that stat finds none.
     path = key_path()
     with _lock:
-        if not path.exists():
+        try:
+            return _load(path)
+        except FileNotFoundError:
             _create(path)
-        return _load(path)
+            return _load(path)
 
 
 def write_keys(new_keys: list[bytes]) -> None:

@@ -32,13 +32,15 @@ WITHHELD = "could not be checked for a credential"
 class Capture:
     """One model call's journal entry while its flow is under way."""
 
-    __slots__ = ("decision_id", "limit", "started", "request", "scrubber", "chunks", "streamed_bytes")
+    __slots__ = ("decision_id", "limit", "started", "sent", "scrubber", "chunks", "streamed_bytes")
 
-    def __init__(self, decision_id: str, limit: int, request: dict, scrubber: Scrubber | None) -> None:
+    def __init__(self, decision_id: str, limit: int, sent: tuple, scrubber: Scrubber | None) -> None:
         self.decision_id = decision_id
         self.limit = limit
         self.started = time.time()
-        self.request = request
+        # The request as forwarded: (method, url, header fields, raw body), all immutable; masked only in
+        # finish(), after the response, so that work is not on the model call's way out.
+        self.sent = sent
         self.scrubber = scrubber
         self.chunks: list[bytes] = []
         self.streamed_bytes = 0
@@ -93,19 +95,25 @@ def _url(request: http.Request, host: str) -> str:
 
 
 def capture_request(flow: http.HTTPFlow, decision: WireDecision, host: str) -> None:
-    """Called once the request is final (secrets injected), before it is forwarded."""
+    """Called once the request is final (secrets injected), before it is forwarded: keeps what was sent,
+    untouched (header fields and body bytes are immutable); finish() masks it."""
     limit = decision.journal_max_bytes
     if limit <= 0 or flow.metadata.get("roster_model_call") is None:
         return
-    scrubber = flow.metadata.get("roster_scrubber")
     request = flow.request
-    headers, masked, withheld = _headers(scrubber, request.headers.fields)
-    body = _body(scrubber, request.raw_content or b"", limit)
+    sent = (request.method, _url(request, host), request.headers.fields, request.raw_content or b"")
+    flow.metadata[KEY] = Capture(decision.decision_id, limit, sent, flow.metadata.get("roster_scrubber"))
+
+
+def _request_entry(capture: Capture) -> dict:
+    method, url, fields, raw = capture.sent
+    headers, masked, withheld = _headers(capture.scrubber, fields)
+    body = _body(capture.scrubber, raw, capture.limit)
     body["masked"] += masked
-    entry = {"method": request.method, "url": _url(request, host), "headers": headers, **body}
+    entry = {"method": method, "url": url, "headers": headers, **body}
     if withheld:
         entry["headers_withheld"] = WITHHELD
-    flow.metadata[KEY] = Capture(decision.decision_id, limit, entry, scrubber)
+    return entry
 
 
 def tap_stream(flow: http.HTTPFlow) -> None:
@@ -143,7 +151,7 @@ def finish(flow: http.HTTPFlow, error: str = "") -> dict | None:
         return None
     response = flow.response
     entry = {"decision_id": capture.decision_id, "started": round(capture.started, 6),
-             "ended": round(time.time(), 6), "request": capture.request, "error": error[:200]}
+             "ended": round(time.time(), 6), "request": _request_entry(capture), "error": error[:200]}
     if response is not None:
         headers, masked, withheld = _headers(capture.scrubber, response.headers.fields)
         if capture.chunks or capture.streamed_bytes or callable(response.stream):

@@ -64,6 +64,22 @@ async def test_request_and_response_are_journaled_with_the_credential_masked(gw,
     assert entry["decision_id"] == "dc_1" and entry["ended"] >= entry["started"]
 
 
+async def test_the_request_is_journaled_as_forwarded_though_masked_after_the_response(gw, cp):
+    """Masking waits for finish(), off the call's way out; what it masks is the request as it was sent,
+    whatever the flow's request object says by then."""
+    cp.decide = _model_allow()
+    flow = await run_request(gw, _chat_flow())
+    flow.request.headers["authorization"] = "Bearer changed-later"
+    flow.request.content = b"changed later"
+    flow.response = tutils.tresp(content=m.chat_json())
+    gw.response(flow)
+    await settle(gw)
+    [entry] = journaled(cp)
+    assert REAL not in json.dumps(entry)
+    assert dict(entry["request"]["headers"])["authorization"] == f"Bearer {SENTINEL}"
+    assert _b(entry["request"]) == BODY and entry["request"]["masked"] >= 1
+
+
 async def test_bodies_over_the_bound_are_kept_truncated_and_flagged(gw, cp):
     cp.decide = _model_allow(limit=10)
     flow = await run_request(gw, _chat_flow())

@@ -109,6 +109,31 @@ def test_duplicate_decision_id_is_refused(worker, run, new_decision_id):
     assert SpendLine.objects.filter(decision_id=did).count() == 1
 
 
+def test_a_second_allow_of_one_decision_id_is_refused_by_its_run_decision(worker, run, new_decision_id):
+    """An allow skips the lookup for an earlier reservation (run_decision_follows): the RunDecision it
+    writes in the same transaction is unique per decision id, so a second one rolls back whole."""
+    from django.db import IntegrityError, transaction
+
+    from controlplane.fleet.sql import run_decision_insert
+
+    did = new_decision_id()
+
+    def allow_once():
+        with transaction.atomic():
+            services.reserve(worker=worker, run=run, grant_slug="g", decision_id=did, cost_micro=3,
+                             origin="human", run_decision_follows=True)
+            run_decision_insert(decision_id=did, run_id=run.pk, grant_slug="g", result_class=0,
+                                untrusted=False, trace=False, method="GET", url="https://x.example/",
+                                secret_name="")
+
+    allow_once()
+    records = AuditRecord.objects.count()
+    with pytest.raises(IntegrityError):
+        allow_once()
+    assert SpendLine.objects.filter(decision_id=did).count() == 2  # requests and micro, once
+    assert AuditRecord.objects.count() == records
+
+
 def test_spend_is_audited_in_same_transaction(worker, run, new_decision_id):
     did = new_decision_id()
     _reserve(worker, run, did, cost=5)
