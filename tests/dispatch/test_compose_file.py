@@ -80,9 +80,10 @@ def test_decision_api_is_its_own_service_like_up_sh(services):
     api, web = services["decision-api"], services["web"]
     for key in ("build", "depends_on"):  # same image
         assert api[key] == web[key], key
-    # The same environment and secrets, and the scrape token's hash for its metrics listener besides.
+    # The same environment and secrets, the scrape token's hash for its metrics, and its process count.
     assert api["environment"] == {**web["environment"],
-                                  "ROSTER_METRICS_TOKEN_SHA256_FILE": "/run/secrets/metrics_token_sha256"}
+                                  "ROSTER_METRICS_TOKEN_SHA256_FILE": "/run/secrets/metrics_token_sha256",
+                                  "ROSTER_DECISION_PROCESSES": "${ROSTER_DECISION_PROCESSES:-2}"}
     assert api["secrets"] == [*web["secrets"], "metrics_token_sha256"]
     assert api["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
     command = api["command"]
