@@ -13,7 +13,11 @@ and the ledger are serialised by the database (docs/operations.md, "Decision API
 from __future__ import annotations
 
 import argparse
+import ctypes
+import multiprocessing
 import os
+import signal
+import sys
 
 # What each worker process loads (by import string: uvicorn starts its workers by spawning them afresh).
 PROCESS_APP = "controlplane.egress.server:process_app"
@@ -29,12 +33,30 @@ def process_app():
     """ASGI app of one worker process (uvicorn's factory): Django set up in that process, then the same
     app a single process serves."""
     set_process_defaults()
+    _end_with_the_supervisor()
     import django
 
     django.setup(set_prefix=False)
     from controlplane.egress.asgi import gateway_only
 
     return gateway_only()
+
+
+def _end_with_the_supervisor() -> None:
+    """A worker process ends when its supervisor does, however that dies. A supervisor killed outright
+    (SIGKILL, an OOM kill) cannot stop its workers, and orphaned workers would go on deciding on the port
+    with nothing to restart or stop them, unseen by `make down` and by whoever starts the decision API
+    again. Linux delivers SIGKILL to the worker when its parent ends (PR_SET_PDEATHSIG). The one process of
+    `--processes 1` has no supervisor and is left alone."""
+    parent = multiprocessing.parent_process()
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1  # <linux/prctl.h>
+    if ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(),
+                      "prctl(PR_SET_PDEATHSIG) failed: a decision worker could outlive its supervisor")
+    if os.getppid() != parent.pid:  # the supervisor ended before the request above was made
+        os._exit(1)
 
 
 def _arguments(argv: list[str] | None, settings) -> argparse.Namespace:

@@ -11,6 +11,7 @@ import signal
 import ssl
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -33,7 +34,8 @@ BOXES = 16
 
 def _decision_api(env: dict, tmp_path, port: int):
     args = [procs.VENV_PY, "-m", "controlplane.decision_server", "--host", "127.0.0.1", "--port", str(port),
-            "--metrics-host", "127.0.0.1", "--metrics-port", "0"]
+            "--metrics-host", "127.0.0.1", "--metrics-port", "0",
+            "--processes", str(procs.DECISION_PROCESSES)]
     proc = procs.spawn(args, env=env, log=tmp_path / "decision-api.log")
     procs.wait_for_port(port, proc=proc, timeout=30)
     return proc
@@ -110,3 +112,53 @@ def test_a_killed_decision_api_loses_no_forwarded_bytes(transactional_db, redis_
 
 def _settled(run) -> int:
     return RunDecision.objects.filter(run=run, outcome_at__isnull=False, outcome_status=200).count()
+
+
+def _workers(pid: int) -> list[int]:
+    """The decision API's worker processes: its children that run the app (not multiprocessing's helpers)."""
+    try:
+        found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except FileNotFoundError:
+        return []
+    workers = []
+    for child in found:
+        try:
+            command = Path(f"/proc/{child}/cmdline").read_bytes()
+        except FileNotFoundError:
+            continue
+        if b"spawn_main" in command:
+            workers.append(int(child))
+    return workers
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def test_workers_end_with_a_killed_decision_api(transactional_db, redis_url, tmp_path):
+    # Orphaned workers would go on deciding on the port with nothing to stop or restart them, and a decision
+    # API started again would share the port with them unawares.
+    sqlite = connection.vendor == "sqlite"
+    database = connection.settings_dict["NAME"] if sqlite else children.test_database_url()
+    env = procs.control_plane_env(database, redis_url, {
+        "ROSTER_GATEWAY_TOKEN_SHA256": hashlib.sha256(GATEWAY_SERVICE_TOKEN.encode()).hexdigest()})
+    port = procs.free_port()
+    api = _decision_api(env, tmp_path, port)
+    try:
+        deadline = time.monotonic() + 30
+        while len(workers := _workers(api.pid)) < procs.DECISION_PROCESSES:
+            assert time.monotonic() < deadline, ("the workers never started", workers)
+            time.sleep(0.1)
+        api.send_signal(signal.SIGKILL)
+        api.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in workers):
+            assert time.monotonic() < deadline, ("workers outlived their decision API", workers)
+            time.sleep(0.1)
+        with pytest.raises(httpx.ConnectError):  # nothing answers on the port any more
+            httpx.get(f"http://127.0.0.1:{port}/api/gateway/health", timeout=2, trust_env=False)
+    finally:
+        procs.stop(api)
