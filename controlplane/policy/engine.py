@@ -84,8 +84,7 @@ def _evaluate(run: RunState, facts: RequestFacts, grants: Sequence[GrantRule], n
     # Every step below (matching, the host's wire format, sentinel homes, near misses) rules out a grant
     # for another host before anything else, so only the grants whose host pattern covers this host are
     # judged: the same decision, without a call per grant of the worker's whole list.
-    grants = [g for g in grants if (host.endswith("." + g.compiled.host) if g.compiled.wildcard
-                                    else host == g.compiled.host)]
+    grants = [g for g in grants if matching.covers_host(g.compiled, host)]
     headers = conditions.LazyHeaderIndex(facts.headers)
     body_size = _body_size(facts.body_size)
     mcp = tuple(facts.mcp)
@@ -149,7 +148,7 @@ def _names_host(grant: GrantRule, worker_id: int, host: str, port: int | None = 
         return False
     if compiled.worker_id is not None and compiled.worker_id != worker_id:
         return False
-    if not (host.endswith("." + compiled.host) if compiled.wildcard else host == compiled.host):
+    if not matching.covers_host(compiled, host):
         return False
     if port is None:
         return True

@@ -164,10 +164,7 @@ def match(
     if compiled.worker_id is not None and compiled.worker_id != worker_id:
         return None
     # Host first: it is what rules out most grants, and it is a string comparison.
-    if compiled.wildcard:
-        if not host.endswith("." + compiled.host):
-            return None
-    elif host != compiled.host:
+    if not covers_host(compiled, host):
         return None
     if compiled.tunnel:
         if scheme != "tunnel" or method != "CONNECT":
@@ -195,6 +192,11 @@ def match(
             compiled, headers=headers, body_size=body_size) is not None:
         return None
     return _specificity(compiled, best_path)
+
+
+def covers_host(compiled: CompiledMatch, host: str) -> bool:
+    """Whether the grant's host pattern names `host` (normalised): itself, or under a wildcard's domain."""
+    return host.endswith("." + compiled.host) if compiled.wildcard else host == compiled.host
 
 
 def match_target(compiled: CompiledMatch, **request) -> Specificity | None:
