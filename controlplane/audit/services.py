@@ -8,7 +8,7 @@ import enum
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
-from controlplane.audit import chain
+from controlplane.audit import chain, pending
 from controlplane.audit.metrics import APPEND_SECONDS
 from controlplane.audit.models import AuditRecord
 from controlplane.core.db import TransactionMemo, current_connection, in_transaction
@@ -105,31 +105,52 @@ _COLUMNS = ("id", "seq", "created_at", "kind", "run_id_ref", "worker_name", "ver
 if tuple(field.attname for field in AuditRecord._meta.concrete_fields) != _COLUMNS:
     raise ImproperlyConfigured("AuditRecord's columns changed order: update audit.services._COLUMNS")
 _HEAD_SQL = f"SELECT seq, hash FROM {_TABLE} ORDER BY seq DESC LIMIT 1"
-_INSERT_SQL = (f"INSERT INTO {_TABLE} (seq, created_at, kind, run_id_ref, worker_name, verdict, reason, "
-               f"body, prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id")
+_INSERT_PREFIX = (f"INSERT INTO {_TABLE} (seq, created_at, kind, run_id_ref, worker_name, verdict, reason, "
+                  f"body, prev_hash, hash) VALUES ")
+_ROW_VALUES = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+_INSERT_SQL = _INSERT_PREFIX + _ROW_VALUES + " RETURNING id"
+
+
+def _head(conn, cur) -> tuple[int, str] | None:
+    """The chain's head as this transaction has it: the newest record held for the group's INSERT, else
+    the one this transaction appended last, else the stored head."""
+    head = pending.held_head(conn) or _known_head.get(conn)
+    if head is None:
+        cur.execute(_HEAD_SQL)
+        head = cur.fetchone()
+    return head
 
 
 def _append(conn, kind: str, data_json: str, run_id: int | None, worker: str, verdict: str,
-            reason: str) -> tuple:
+            reason: str, *, row_needed: bool = True) -> tuple | None:
     """Inside the chain head lock: only the head, seq, time, hashing and the insert. The record's row,
     in _COLUMNS order. Plain SQL: this runs once per gateway request, and the ORM's save() costs more
-    than the hashing."""
+    than the hashing. `row_needed` False (audit_write): inside a group's holding() block the record is
+    held for the group's one INSERT (controlplane.audit.pending) and nothing is returned."""
     lock_chain_head(conn)
     now = chain.truncate_ms(timezone.now())
     with conn.cursor() as cur:
-        head = _known_head.get(conn)
-        if head is None:
-            cur.execute(_HEAD_SQL)
-            head = cur.fetchone()
+        head = _head(conn, cur)
         seq, prev = (head[0] + 1, head[1]) if head else (1, chain.GENESIS_PREV)
         body = chain.body_with_data(seq=seq, time=now, prev=prev, kind=kind, run=run_id, worker=worker,
                                     verdict=verdict, reason=reason, data_json=data_json)
         digest = chain.record_hash(body)
-        cur.execute(_INSERT_SQL, [seq, conn.ops.adapt_datetimefield_value(now), kind, run_id, worker,
-                                  verdict, reason, body, prev, digest])
+        params = [seq, conn.ops.adapt_datetimefield_value(now), kind, run_id, worker, verdict, reason, body,
+                  prev, digest]
+        if not row_needed and pending.hold(conn, params):
+            return None
+        # Stored in chain order: records held before this one go in first.
+        pending.write_held(conn, _INSERT_PREFIX, _ROW_VALUES)
+        cur.execute(_INSERT_SQL, params)
         pk = cur.fetchone()[0]
     _known_head.set((seq, digest), conn)
     return pk, seq, now, kind, run_id, worker, verdict, reason, body, prev, digest
+
+
+def holding_records(conn=None):
+    """Within a group's transaction (controlplane.egress.db_thread.as_group): the records audit_write
+    appends in the block are written in one INSERT at its end (controlplane.audit.pending)."""
+    return pending.holding(conn or current_connection(), _INSERT_PREFIX, _ROW_VALUES)
 
 
 def _prepared(kind: str, data: dict, run, worker, verdict: str, reason: str) -> tuple:
@@ -165,4 +186,4 @@ def audit_write(kind: str, data: dict, *, run=None, worker=None, verdict: str = 
     prepared = _prepared(kind, data, run, worker, verdict, reason)
     conn = current_connection()
     with in_transaction(conn), APPEND_SECONDS.time():
-        _append(conn, *prepared)
+        _append(conn, *prepared, row_needed=False)

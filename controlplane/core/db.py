@@ -64,3 +64,22 @@ class TransactionMemo:
 
     def forget(self) -> None:
         self._local.held = None
+
+
+@contextlib.contextmanager
+def pipelined(conn=None):
+    """Inside a transaction on PostgreSQL with server-side binding (the decision API's process): the
+    statements of the block are sent without waiting for each one's answer (psycopg's pipeline mode);
+    a statement whose result is read (a SELECT, a RETURNING) still waits, so a decision's writes, which
+    read nothing back, reach the server together. The server runs them in order, exactly as sent; the
+    first one that fails makes the block raise at its end at the latest (and skips the rest), inside the
+    caller's transaction, which then rolls back: nothing is committed that was not confirmed. Elsewhere
+    (SQLite, client-side binding, no transaction) the statements run one by one as usual."""
+    conn = conn or current_connection()
+    if (conn.vendor != "postgresql" or not conn.in_atomic_block
+            or not conn.settings_dict.get("OPTIONS", {}).get("server_side_binding")):
+        yield
+        return
+    conn.ensure_connection()
+    with conn.connection.pipeline():
+        yield

@@ -32,7 +32,8 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.db import NotSupportedError, connection, transaction
 
-from controlplane.audit.services import lock_chain_head
+from controlplane.audit.services import holding_records, lock_chain_head
+from controlplane.core.db import pipelined
 from controlplane.egress.sqlite_turn import turn
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,9 @@ def as_group() -> Iterator[None]:
         lock_chain_head()
         _here.grouped = True
         try:
-            yield
+            # The group's audit records go in as one INSERT at its end (controlplane.audit.pending).
+            with pipelined(), holding_records():
+                yield
         finally:
             _here.grouped = False
 

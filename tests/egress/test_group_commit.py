@@ -9,7 +9,7 @@ import pytest
 from django.db import connection, transaction
 
 from controlplane.audit.models import AuditRecord
-from controlplane.audit.services import audit_append
+from controlplane.audit.services import audit_append, audit_write
 from controlplane.audit.verify import verify_database
 from controlplane.egress.db_thread import GroupCommitter, groupable, in_group
 
@@ -104,6 +104,54 @@ def test_a_failing_job_rolls_the_group_back_and_every_job_runs_alone():
     assert len(bodies) == 3 and all('"alone":true' in body for body in bodies)
     assert not seen["a"]["committed"] and "c" not in seen  # c never ran inside the doomed group
     assert verify_database().ok
+
+
+def test_a_statement_the_database_refuses_rolls_the_group_back_with_its_held_records():
+    """A write the database refuses (here a second record at a stored seq), which on PostgreSQL's
+    pipeline (prepared statements: the decision API's own settings) is only known at the group's end:
+    the group still rolls back whole, the records held for its one INSERT with it, and each job runs
+    again alone."""
+    stored = audit_append("decision", {"job": "setup"})
+    columns = ("seq, created_at, kind, run_id_ref, worker_name, verdict, reason, body, prev_hash, hash")
+
+    def refused():
+        audit_write("decision", {"job": "refused"})
+        with connection.cursor() as cur:
+            cur.execute(f"INSERT INTO {AuditRecord._meta.db_table} ({columns}) "
+                        "VALUES (%s, %s, 'decision', NULL, '', '', '', '{}', %s, %s)",
+                        [stored.seq, stored.created_at, stored.prev_hash, "f" * 64])
+        return "refused-ran"
+
+    def refused_alone():
+        with transaction.atomic():  # alone, in its own transaction, as decide() runs alone
+            refused()
+
+    seen: dict = {}
+    jobs = [(_alone_append("a"), _grouped_append("a", seen)),
+            (refused_alone, refused),
+            (_alone_append("c"), _grouped_append("c", seen))]
+
+    async def scenario(committer):
+        return await _run_group_with_errors(committer, jobs)
+
+    results = asyncio.run(scenario(GroupCommitter(max_group=64)))
+    assert results[0][0] == "a-alone" and results[2][0] == "c-alone"
+    assert not isinstance(results[1], str)  # refused alone too, and told to its caller
+    bodies = list(AuditRecord.objects.order_by("seq").values_list("body", flat=True))
+    assert len(bodies) == 3 and '"setup"' in bodies[0] and all('"alone":true' in b for b in bodies[1:])
+    assert not any('"refused"' in b for b in bodies) and not seen["a"]["committed"]
+    assert verify_database().ok
+
+
+async def _run_group_with_errors(committer, jobs):
+    gate = threading.Event()
+    first = asyncio.ensure_future(committer.run(_blocker(gate)))
+    await asyncio.sleep(0.05)
+    waiting = [asyncio.ensure_future(committer.run(_job(alone, grouped))) for alone, grouped in jobs]
+    await asyncio.sleep(0.05)
+    gate.set()
+    await first
+    return await asyncio.gather(*waiting, return_exceptions=True)
 
 
 def test_a_job_that_fails_alone_hands_its_error_to_its_caller_only():

@@ -33,7 +33,7 @@ SUITES = {
         "tests/audit/test_chain_concurrency.py", "tests/audit/test_triggers.py",
         "tests/audit/test_rewrite_paths.py", "tests/audit/test_checkpoints.py", "tests/audit/test_verify.py",
         "tests/audit/test_verify_parallel.py", "tests/audit/test_append.py", "tests/audit/test_edits.py",
-        "tests/core/test_transaction_memo.py",
+        "tests/core/test_transaction_memo.py", "tests/audit/test_held_records.py",
     ],
     # locking, constraints and JSON of proposals
     "proposals": ["tests/proposals/test_concurrency.py", "tests/proposals/test_submit.py",
@@ -44,6 +44,17 @@ SUITES = {
 @pytest.mark.parametrize("suite", sorted(SUITES))
 def test_suite_on_postgresql(suite):
     postgres.rerun_on_postgresql(SUITES[suite])
+
+
+def test_group_commit_on_postgresql_as_the_decision_api_runs_it():
+    """The decision API's process runs PostgreSQL with prepared statements (server-side binding), and
+    with them a group's writes go out in psycopg's pipeline (controlplane.core.db.pipelined): errors
+    arrive late there, so the group and held-record tests run again on those settings."""
+    out = postgres.rerun_on_postgresql(
+        ["tests/egress/test_group_commit.py", "tests/audit/test_held_records.py",
+         "tests/egress/test_decide_under_lock.py", "tests/core/test_pipelined.py"],
+        extra_env={"ROSTER_DB_PREPARED_STATEMENTS": "1"})
+    assert " skipped" not in out
 
 
 @pytest.mark.slow

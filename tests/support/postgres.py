@@ -71,15 +71,16 @@ def postgres_cluster(max_connections: int = 200, *, durable: bool = False,
 
 
 def rerun_on_postgresql(files: Sequence[str], *, args: Sequence[str] = (), timeout: float = 600,
-                        cwd: Path | None = None) -> str:
+                        cwd: Path | None = None, extra_env: dict[str, str] | None = None) -> str:
     """Run test files again in a child pytest against a throwaway cluster (DATABASE_URL), and fail with
     the child's tail unless it passed and ran on PostgreSQL (ROSTER_EXPECT_DB_VENDOR: tests/conftest.py
-    refuses to start on another database). Returns the child's output."""
+    refuses to start on another database). `extra_env`: settings for the child (the decision API's own,
+    say). Returns the child's output."""
     assert available(), "PostgreSQL 15 binaries are required (scripts/bootstrap.sh installs them)"
     # Not this run's xdist worker, test database or plugin state: the child makes its own.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ROSTER_TEST_DB"))}
     with postgres_cluster() as url:
-        env.update(DATABASE_URL=url, ROSTER_EXPECT_DB_VENDOR="postgresql")
+        env.update(DATABASE_URL=url, ROSTER_EXPECT_DB_VENDOR="postgresql", **(extra_env or {}))
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *args,
                    *files]
         proc = subprocess.run(command, cwd=cwd or REPO, env=env, capture_output=True, text=True,
