@@ -8,9 +8,10 @@ import enum
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
-from controlplane.audit import chain, pending
+from controlplane.audit import chain
 from controlplane.audit.metrics import APPEND_SECONDS
 from controlplane.audit.models import AuditRecord
+from controlplane.core import held_rows
 from controlplane.core.db import TransactionMemo, current_connection, in_transaction
 
 KINDS = frozenset({
@@ -109,12 +110,19 @@ _INSERT_PREFIX = (f"INSERT INTO {_TABLE} (seq, created_at, kind, run_id_ref, wor
                   f"body, prev_hash, hash) VALUES ")
 _ROW_VALUES = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 _INSERT_SQL = _INSERT_PREFIX + _ROW_VALUES + " RETURNING id"
+# A group's records, held for its one INSERT (controlplane.core.held_rows).
+HELD = held_rows.HeldTable(_TABLE, _INSERT_PREFIX, _ROW_VALUES)
+
+
+def _held_head(conn) -> tuple[int, str] | None:
+    newest = HELD.last(conn)
+    return (newest[0], newest[-1]) if newest else None  # seq is the first column, hash the last
 
 
 def _head(conn, cur) -> tuple[int, str] | None:
     """The chain's head as this transaction has it: the newest record held for the group's INSERT, else
     the one this transaction appended last, else the stored head."""
-    head = pending.held_head(conn) or _known_head.get(conn)
+    head = _held_head(conn) or _known_head.get(conn)
     if head is None:
         cur.execute(_HEAD_SQL)
         head = cur.fetchone()
@@ -126,7 +134,7 @@ def _append(conn, kind: str, data_json: str, run_id: int | None, worker: str, ve
     """Inside the chain head lock: only the head, seq, time, hashing and the insert. The record's row,
     in _COLUMNS order. Plain SQL: this runs once per gateway request, and the ORM's save() costs more
     than the hashing. `row_needed` False (audit_write): inside a group's holding() block the record is
-    held for the group's one INSERT (controlplane.audit.pending) and nothing is returned."""
+    held for the group's one INSERT (controlplane.core.held_rows) and nothing is returned."""
     lock_chain_head(conn)
     now = chain.truncate_ms(timezone.now())
     with conn.cursor() as cur:
@@ -137,20 +145,14 @@ def _append(conn, kind: str, data_json: str, run_id: int | None, worker: str, ve
         digest = chain.record_hash(body)
         params = [seq, conn.ops.adapt_datetimefield_value(now), kind, run_id, worker, verdict, reason, body,
                   prev, digest]
-        if not row_needed and pending.hold(conn, params):
+        if not row_needed and HELD.hold(conn, params):
             return None
         # Stored in chain order: records held before this one go in first.
-        pending.write_held(conn, _INSERT_PREFIX, _ROW_VALUES)
+        HELD.write_now(conn)
         cur.execute(_INSERT_SQL, params)
         pk = cur.fetchone()[0]
     _known_head.set((seq, digest), conn)
     return pk, seq, now, kind, run_id, worker, verdict, reason, body, prev, digest
-
-
-def holding_records(conn=None):
-    """Within a group's transaction (controlplane.egress.db_thread.as_group): the records audit_write
-    appends in the block are written in one INSERT at its end (controlplane.audit.pending)."""
-    return pending.holding(conn or current_connection(), _INSERT_PREFIX, _ROW_VALUES)
 
 
 def _prepared(kind: str, data: dict, run, worker, verdict: str, reason: str) -> tuple:

@@ -32,8 +32,9 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.db import NotSupportedError, connection, transaction
 
-from controlplane.audit.services import holding_records, lock_chain_head
-from controlplane.core.db import pipelined
+from controlplane.audit.services import lock_chain_head
+from controlplane.core.db import current_connection, pipelined
+from controlplane.core.held_rows import holding
 from controlplane.egress.sqlite_turn import turn
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,9 @@ def as_group() -> Iterator[None]:
         lock_chain_head()
         _here.grouped = True
         try:
-            # The group's audit records go in as one INSERT at its end (controlplane.audit.pending).
-            with pipelined(), holding_records():
+            # The group's audit records, spend lines and run decisions go in as one INSERT per table at
+            # its end (controlplane.core.held_rows).
+            with pipelined(), holding(current_connection()):
                 yield
         finally:
             _here.grouped = False

@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from controlplane.core.db import current_connection
+from controlplane.core.held_rows import HeldTable
 from controlplane.fleet.models import PolicyVersion, Run, RunDecision, Worker
 
 
@@ -30,10 +31,13 @@ _LIVE_RUN_WITH_VERSION_SQL = _LIVE_RUN_SQL.format(version=_POLICY_VERSION_COLUMN
 _LIVE_RUN_ONLY_SQL = _LIVE_RUN_SQL.format(version="")
 
 _RUN_DECISION_TABLE = RunDecision._meta.db_table
-_INSERT_RUN_DECISION_SQL = (
+_INSERT_RUN_DECISION_PREFIX = (
     f"INSERT INTO {_RUN_DECISION_TABLE} (decision_id, run_id, grant_slug, result_class, untrusted, "
-    "trace, method, url, created_at, traced, secret_name, response_sha256) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '')")
+    "trace, method, url, created_at, traced, secret_name, response_sha256) VALUES ")
+_RUN_DECISION_VALUES = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '')"
+_INSERT_RUN_DECISION_SQL = _INSERT_RUN_DECISION_PREFIX + _RUN_DECISION_VALUES
+# A group's run decisions, held for one INSERT at its end (controlplane.core.held_rows).
+_HELD_RUN_DECISIONS = HeldTable(_RUN_DECISION_TABLE, _INSERT_RUN_DECISION_PREFIX, _RUN_DECISION_VALUES)
 _RUN_DECISION_FOR_OUTCOME_SQL = (f"SELECT id, outcome_at, run_id, grant_slug, secret_name, url "
                                  f"FROM {_RUN_DECISION_TABLE} WHERE decision_id = %s")
 _MARK_OUTCOME_SQL = (f"UPDATE {_RUN_DECISION_TABLE} SET outcome_at = %s, outcome_status = %s, "
@@ -65,10 +69,12 @@ def run_decision_insert(*, decision_id: str, run_id: int, grant_slug: str, resul
                         trace: bool, method: str, url: str, secret_name: str) -> None:
     """The run decision an allow writes in its transaction, for the outcome to settle."""
     conn = current_connection()
+    params = [decision_id, run_id, grant_slug, result_class, untrusted, trace, method, url,
+              conn.ops.adapt_datetimefield_value(timezone.now()), False, secret_name]
+    if _HELD_RUN_DECISIONS.hold(conn, params):
+        return
     with conn.cursor() as cur:
-        cur.execute(_INSERT_RUN_DECISION_SQL, [
-            decision_id, run_id, grant_slug, result_class, untrusted, trace, method, url,
-            conn.ops.adapt_datetimefield_value(timezone.now()), False, secret_name])
+        cur.execute(_INSERT_RUN_DECISION_SQL, params)
 
 
 def run_decision_for_outcome(decision_id: str) -> tuple | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from controlplane.core.db import current_connection
+from controlplane.core.held_rows import HeldTable
 from controlplane.fleet.models import Worker
 from controlplane.ledger.models import Cap, SpendLine
 
@@ -23,6 +24,9 @@ _INSERT_LINES_SQL = (f"INSERT INTO {SpendLine._meta.db_table} (worker_id, run_id
 _LINE_VALUES = "(%s, %s, %s, %s, %s, %s, %s, %s)"
 # One statement for the few lines of one reserve or settle (ids in list order, as executemany's would be).
 _INSERT_SQL_FOR: dict[int, str] = {}
+# A group's lines, held for one INSERT at its end (controlplane.core.held_rows): the ledger's totals and
+# lookups still see them, the held lines being written before any statement that reads the table.
+_HELD = HeldTable(SpendLine._meta.db_table, _INSERT_LINES_SQL, _LINE_VALUES)
 
 
 def cap_rows(worker_id: int) -> list[tuple]:
@@ -51,10 +55,13 @@ def lines_insert(lines: Sequence[Sequence]) -> None:
     count = len(lines)
     if not count:
         return
+    conn = current_connection()
+    if _HELD.hold(conn, *lines):
+        return
     statement = _INSERT_SQL_FOR.get(count)
     if statement is None:
         statement = _INSERT_SQL_FOR.setdefault(count, _INSERT_LINES_SQL + ", ".join([_LINE_VALUES] * count))
-    with current_connection().cursor() as cur:
+    with conn.cursor() as cur:
         cur.execute(statement, [value for line in lines for value in line])
 
 

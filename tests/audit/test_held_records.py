@@ -1,4 +1,4 @@
-"""Audit records held for a group's one INSERT (controlplane.audit.pending, used by
+"""Audit records held for a group's one INSERT (controlplane.core.held_rows, used by
 controlplane.egress.db_thread.as_group): hashed onto the chain when appended, written together at the
 group's end, and following the group's transaction exactly: a savepoint that rolls back takes the
 records appended inside it, a group that raises leaves nothing, and a record whose row is needed back has
@@ -10,10 +10,10 @@ import contextlib
 import pytest
 from django.db import connection, transaction
 
-from controlplane.audit import pending
 from controlplane.audit.models import AuditRecord
-from controlplane.audit.services import audit_append, audit_write, holding_records
+from controlplane.audit.services import audit_append, audit_write
 from controlplane.audit.verify import verify_database
+from controlplane.core import held_rows
 from controlplane.egress.db_thread import as_group
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,7 +49,7 @@ def test_a_group_writes_its_records_in_one_insert_in_chain_order():
         for i in range(40):
             audit_write("decision", {"name": f"g{i}"})
         # nothing is written before the group's end: the records wait, hashed and linked
-        assert AuditRecord.objects.count() == 1
+        assert inserts == []
     assert len(inserts) == 1
     assert _names() == ["before"] + [f"g{i}" for i in range(40)]
     assert [seq for seq, _ in _stored()] == list(range(1, 42))
@@ -57,7 +57,7 @@ def test_a_group_writes_its_records_in_one_insert_in_chain_order():
 
 
 def test_more_records_than_one_statement_takes_go_in_several(monkeypatch):
-    monkeypatch.setattr(pending, "_ROWS_PER_STATEMENT", 7)
+    monkeypatch.setattr(held_rows, "ROWS_PER_STATEMENT", 7)
     with _audit_inserts() as inserts, as_group():
         for i in range(20):
             audit_write("decision", {"name": f"r{i}"})
@@ -125,6 +125,22 @@ def test_a_record_whose_row_is_needed_has_the_held_ones_written_first():
     assert verify_database().ok
 
 
+def test_any_statement_on_the_table_sees_the_held_records_first():
+    """A read of the table inside the group (the ORM's, anyone's) has the held records written before it,
+    so it sees every record appended so far; the records after it are held again."""
+    with _audit_inserts() as inserts, as_group():
+        audit_write("decision", {"name": "one"})
+        audit_write("decision", {"name": "two"})
+        assert AuditRecord.objects.count() == 2
+        assert len(inserts) == 1
+        audit_write("decision", {"name": "three"})
+        assert list(AuditRecord.objects.order_by("seq").values_list("seq", flat=True)) == [1, 2, 3]
+        audit_write("decision", {"name": "four"})
+    assert len(inserts) == 3
+    assert _names() == ["one", "two", "three", "four"]
+    assert verify_database().ok
+
+
 def test_outside_a_group_every_record_is_written_when_appended():
     with _audit_inserts() as inserts, transaction.atomic():
         audit_write("decision", {"name": "one"})
@@ -136,9 +152,9 @@ def test_outside_a_group_every_record_is_written_when_appended():
 def test_a_holding_block_inside_another_holds_into_the_outer_one():
     with _audit_inserts() as inserts, as_group():
         audit_write("decision", {"name": "outer"})
-        with holding_records():
+        with held_rows.holding(connection):
             audit_write("decision", {"name": "inner"})
-        assert AuditRecord.objects.count() == 0  # the inner block's end wrote nothing of its own
+        assert inserts == []  # the inner block's end wrote nothing of its own
     assert len(inserts) == 1
     assert _names() == ["outer", "inner"]
     assert verify_database().ok

@@ -21,7 +21,7 @@ SUITES = {
         "tests/egress/test_approval_flow.py", "tests/egress/test_outcome_trace.py",
         "tests/egress/test_model_call_decide.py", "tests/egress/test_group_commit.py",
         "tests/egress/test_gateway_calls.py", "tests/egress/test_budget_wait.py",
-        "tests/egress/test_decide_under_lock.py",
+        "tests/egress/test_decide_under_lock.py", "tests/egress/test_group_held_rows.py",
     ],
     # locking, triggers and time truncation of the ledger and the audit chain
     "ledger and audit": [
@@ -52,6 +52,7 @@ def test_group_commit_on_postgresql_as_the_decision_api_runs_it():
     arrive late there, so the group and held-record tests run again on those settings."""
     out = postgres.rerun_on_postgresql(
         ["tests/egress/test_group_commit.py", "tests/audit/test_held_records.py",
+         "tests/egress/test_group_held_rows.py",
          "tests/egress/test_decide_under_lock.py", "tests/core/test_pipelined.py"],
         extra_env={"ROSTER_DB_PREPARED_STATEMENTS": "1"})
     assert " skipped" not in out
