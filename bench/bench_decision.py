@@ -98,7 +98,7 @@ def _service_only(tokens: list[str], sentinel: str, total: int) -> None:
 
     django.setup()
     from controlplane.egress import decide, request
-    from controlplane.egress.db_thread import as_group
+    from controlplane.egress.db_thread import as_group, prepared_args
 
     requests = []
     for token in tokens:
@@ -108,8 +108,9 @@ def _service_only(tokens: list[str], sentinel: str, total: int) -> None:
         requests.append(request.EgressRequest(**body))
 
     def as_served(req):
+        args = prepared_args(decide.decide, req)  # judged before the lock, as the database thread does
         with as_group():
-            return decide.decide(req)
+            return decide.decide(*args)
 
     measured = []
     for call in (as_served, decide.decide):

@@ -123,20 +123,21 @@ def _contended(items: list, capture: Capture) -> dict:
 
 def _python_profile(items: list) -> None:
     """cProfile over allow decisions in groups of GROUP, as the decision API runs them, to stderr: the
-    Python work between the statements, all of it inside the group's transaction, so inside the chain
-    head lock."""
+    Python work between the statements, each decision judged before the lock (prepared_args) and
+    the rest inside the group's transaction, so inside the chain head lock."""
     import cProfile
     import pstats
 
     from controlplane.egress import decide
-    from controlplane.egress.db_thread import as_group
+    from controlplane.egress.db_thread import as_group, prepared_args
 
     profiler = cProfile.Profile()
     profiler.enable()
     for start in range(0, DECISIONS, GROUP):
+        judged = [prepared_args(decide.decide, items[i % len(items)]) for i in range(start, start + GROUP)]
         with as_group():
-            for i in range(start, start + GROUP):
-                decide.decide(items[i % len(items)])
+            for args in judged:
+                decide.decide(*args)
     profiler.disable()
     pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(45)
     pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
@@ -164,7 +165,7 @@ def _child(seed_file: str) -> None:
     from django.db import connection
 
     from controlplane.egress import decide, outcomes
-    from controlplane.egress.db_thread import as_group
+    from controlplane.egress.db_thread import as_group, prepared_args
 
     seed = json.loads(Path(seed_file).read_text())
     if connection.vendor == "postgresql":
@@ -186,10 +187,12 @@ def _child(seed_file: str) -> None:
             raise RuntimeError(f"outcome not settled: {result}")
 
     def decide_group(group: list) -> None:
-        """As the decision API's database thread runs a group: one transaction, one commit."""
+        """As the decision API's database thread runs a group: each judged before the lock, then one
+        transaction, one commit."""
+        judged = [prepared_args(decide.decide, req) for req in group]
         with as_group():
-            for req in group:
-                if decide.decide(req).decision.verdict != "allow":
+            for args in judged:
+                if decide.decide(*args).decision.verdict != "allow":
                     raise RuntimeError("not allowed in a group")
 
     def settle_group(decision_ids: list[str]) -> None:

@@ -41,19 +41,34 @@ log = logging.getLogger(__name__)
 
 
 _GROUPABLE = "_roster_db_thread_groupable"
+_PREPARE = "_roster_db_thread_prepare"
 _here = threading.local()
 
 
-def groupable(fn: Callable) -> Callable:
+def groupable(fn: Callable | None = None, *, prepare: Callable | None = None) -> Callable:
     """Marks a service function whose work may share a group's transaction with other jobs. It must give
-    the same answer in a group as alone for the same state, and raise on any failure while in_group()."""
-    setattr(fn, _GROUPABLE, True)
-    return fn
+    the same answer in a group as alone for the same state, and raise on any failure while in_group().
+    `prepare(*args)`: work the job can do before the group takes the chain's lock, outside any transaction
+    (docs/operations.md, "Decision API processes": another process may hold the lock meanwhile); it
+    returns the arguments the job is then called with in the group, and must not raise. Alone, the job
+    is called with its own arguments."""
+    def mark(function: Callable) -> Callable:
+        setattr(function, _GROUPABLE, True)
+        setattr(function, _PREPARE, prepare)
+        return function
+    return mark if fn is None else mark(fn)
 
 
 def in_group() -> bool:
     """Whether the code running now is one job of a group, inside the group's one transaction."""
     return getattr(_here, "grouped", False)
+
+
+def prepared_args(fn: Callable, *args) -> tuple:
+    """The arguments a groupable `fn` is called with in a group: its prepare()'s, made now (before any
+    lock: the decision API's database thread calls this outside a transaction), or its own."""
+    prepare = getattr(fn, _PREPARE, None)
+    return args if prepare is None else prepare(*args)
 
 
 @contextlib.contextmanager
@@ -86,6 +101,9 @@ class _Job:
     @property
     def groupable(self) -> bool:
         return getattr(self.fn, _GROUPABLE, False)
+
+    def prepared_args(self) -> tuple:
+        return prepared_args(self.fn, *self.args)
 
 
 def _ensure_healthy_connection() -> None:
@@ -144,20 +162,34 @@ class GroupCommitter:
                     jobs.append(self._jobs.get_nowait())
                 except queue.Empty:
                     break
+            grouped_args = self._prepare(jobs)
             with turn():  # SQLite: the decision API's processes hand the write lock on at once
-                self._run_in_order(jobs)
+                self._run_in_order(jobs, grouped_args)
 
-    def _run_in_order(self, jobs: list[_Job]) -> None:
+    @staticmethod
+    def _prepare(jobs: list[_Job]) -> dict[int, tuple]:
+        """Each groupable job's arguments for its group, prepared before any lock is taken."""
+        prepared = {}
+        for job in jobs:
+            if job.groupable:
+                try:
+                    _ensure_healthy_connection()
+                    prepared[id(job)] = job.prepared_args()
+                except Exception as exc:  # noqa: BLE001 - unprepared, the job does all its work in the group
+                    log.warning("preparing a job failed (%s); it runs unprepared", type(exc).__name__)
+        return prepared
+
+    def _run_in_order(self, jobs: list[_Job], grouped_args: dict[int, tuple] | None = None) -> None:
         """Consecutive groupable jobs form one group; any other job runs alone between groups."""
         group: list[_Job] = []
         for job in jobs:
             if job.groupable:
                 group.append(job)
                 continue
-            self._run_group(group)
+            self._run_group(group, grouped_args or {})
             group = []
             self._run_alone(job)
-        self._run_group(group)
+        self._run_group(group, grouped_args or {})
 
     def _run_alone(self, job: _Job) -> None:
         try:
@@ -169,7 +201,7 @@ class GroupCommitter:
             return
         job.loop.call_soon_threadsafe(_deliver, job.future, result)
 
-    def _run_group(self, group: list[_Job]) -> None:
+    def _run_group(self, group: list[_Job], grouped_args: dict[int, tuple]) -> None:
         # A group of one too: its single transaction reads the run once, inside the write lock, and may
         # use the policy cache, which the job alone, judging before its transaction, cannot.
         if not group:
@@ -181,7 +213,7 @@ class GroupCommitter:
                 # Registered first, so it runs first after the commit: a later on-commit callback that
                 # fails (a live-queue broadcast) must not make this group's durable work run twice.
                 transaction.on_commit(lambda: committed.append(True))
-                results = [job.fn(*job.args) for job in group]
+                results = [job.fn(*grouped_args.get(id(job), job.args)) for job in group]
         except Exception as exc:  # noqa: BLE001 - the group is rolled back; each job is redone alone
             if not committed:
                 log.warning("group commit of %d jobs rolled back (%s); running each on its own",

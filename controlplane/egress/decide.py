@@ -5,7 +5,7 @@ records. Any failure is a deny (policy_error); the floor is always closed."""
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -50,15 +50,28 @@ def run_state(run: Run) -> engine.RunState:
                            untrusted=run.untrusted)
 
 
-@groupable
-def decide(req: EgressRequest, may_wait: bool = False) -> EgressAnswer:
+def _judge_before_the_lock(req: EgressRequest, may_wait: bool = False) -> tuple:
+    """The arguments decide() is called with in a group, judged first, before the group takes the chain's
+    lock (controlplane.egress.db_thread runs this outside any transaction): the token's run, the policy's
+    verdict on the request and its facts. Under the lock the group's decision re-reads the run and uses
+    this judgement only on the same footing; anything that fails here is left to be judged there."""
+    try:
+        return req, may_wait, _judged_outside(req)[0]
+    except Exception as exc:  # noqa: BLE001 - judged again under the lock, where a failure is a deny
+        log.warning("judging before the lock failed (%s); judged under it", type(exc).__name__)
+        return req, may_wait, None
+
+
+@groupable(prepare=_judge_before_the_lock)
+def decide(req: EgressRequest, may_wait: bool = False, judged: Judged | None = None) -> EgressAnswer:
     """Decide one egress request. Alone, any failure is a deny (policy_error). In a group of decisions
     (controlplane.egress.db_thread) any failure raises instead: the group rolls back, and this request is
     decided again alone. `may_wait`: the caller waits for calls in flight rather than have this one refused
-    because they hold the budget's remainder; such an answer is `budget_held` and recorded nowhere."""
+    because they hold the budget's remainder; such an answer is `budget_held` and recorded nowhere.
+    `judged`: in a group, the judgement made before the lock (_judge_before_the_lock)."""
     decision_id = new_decision_id()
     if in_group():
-        return _decide(req, decision_id, grouped=True, may_wait=may_wait)
+        return _decide(req, decision_id, grouped=True, may_wait=may_wait, judged=judged)
     try:
         return _decide(req, decision_id, grouped=False, may_wait=may_wait)
     except Exception as exc:  # noqa: BLE001 - any failure on the trusted side is a deny
@@ -102,39 +115,81 @@ def _run_for_token(req: EgressRequest) -> tuple[Run | None, tuple[Run, str] | No
 
 
 def _same_footing(before: Run, after: Run) -> bool:
+    """Whether a judgement made on `before` still stands for `after`, the run as read under the lock. An
+    unknown policy version (its counter row missing) never vouches for unchanged grants."""
+    if before.policy_version is None or after.policy_version is None:
+        return False
     return (before.pk, before.status, before.taint, before.untrusted, before.policy_version) == (
         after.pk, after.status, after.taint, after.untrusted, after.policy_version)
 
 
-def _decide(req: EgressRequest, decision_id: str, *, grouped: bool, may_wait: bool = False) -> EgressAnswer:
+@dataclass(frozen=True)
+class Judged:
+    """The policy's verdict on a request for its run as read then, with what it was judged on."""
+
+    run: Run
+    state: PolicyState
+    sentinel_ids: frozenset[int]
+    now: datetime
+    decision: engine.Decision
+
+
+def _judge(req: EgressRequest, run: Run, state: PolicyState, sentinel_ids: frozenset[int] | None = None,
+           now: datetime | None = None) -> Judged:
+    sentinel_ids = _sentinel_ids(req) if sentinel_ids is None else sentinel_ids
+    now = now or timezone.now()
+    decision = engine.require_authentic(engine.evaluate(
+        run_state(run), req.facts(sentinel_ids), grant_rules_for_worker(run.worker_id, state), now))
+    return Judged(run, state, sentinel_ids, now, decision)
+
+
+def _judged_outside(req: EgressRequest) -> tuple[Judged | None, tuple[Run, str] | None]:
+    """Judged outside any transaction, so the compiled grants may come from (and go into) the cache; None
+    for a token that names no live run from its box, with _run_for_token's why (that refusal is made, and
+    recorded, in a transaction of its own or under the group's lock)."""
     run, refused = _run_for_token(req)
-    if run is None:
+    return (None, refused) if run is None else (_judge(req, run, state_for(run.policy_version)), None)
+
+
+def _decide(req: EgressRequest, decision_id: str, *, grouped: bool, may_wait: bool = False,
+            judged: Judged | None = None) -> EgressAnswer:
+    if grouped and judged is None:
+        # Nothing judged before the lock: the run read once, inside the group's transaction, which holds
+        # the chain's lock and writes no grant or secret, so the cache serves it too.
+        run, refused = _run_for_token(req)
+        if run is None:
+            return _bad_token(req, decision_id, refused)
+        state = state_for(run.policy_version, policy_unwritten=True)
+        return _commit(req, decision_id, _judge(req, run, state), may_wait)
+    if grouped:
+        return _on_current_footing(req, decision_id, judged, may_wait, grouped=True)
+    judged, refused = _judged_outside(req)
+    if judged is None:
         with in_transaction():
             return _bad_token(req, decision_id, refused)
-    # Alone, evaluated outside the transaction, so the compiled grants may come from (and go into) the
-    # cache. In a group, inside the group's transaction, which already holds the audit chain's write lock
-    # and writes no grant or secret: the cache too, and the run read once is the current one.
-    state = state_for(run.policy_version, policy_unwritten=grouped)
-    sentinel_ids = _sentinel_ids(req)
-    facts = req.facts(sentinel_ids)
-    now = timezone.now()
-    decision = engine.require_authentic(engine.evaluate(
-        run_state(run), facts, grant_rules_for_worker(run.worker_id, state), now))
-    if grouped:
-        return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state, may_wait)
     with transaction.atomic():
-        # Re-read inside the write transaction and under the chain's lock (held by whichever decision API
-        # process appends now): a run that ended, a taint raised or a grant revoked since the first read
-        # is decided again on the current state, never on the stale one.
         lock_chain_head()
-        current, refused = _run_for_token(req)
-        if current is None:
-            return _bad_token(req, decision_id, refused)
-        if not _same_footing(run, current):
-            run, state = current, PolicyState(None)
-            decision = engine.require_authentic(engine.evaluate(
-                run_state(run), facts, grant_rules_for_worker(run.worker_id, state), now))
-        return _commit_decision(run, req, decision, decision_id, sentinel_ids, now, state, may_wait)
+        return _on_current_footing(req, decision_id, judged, may_wait, grouped=False)
+
+
+def _on_current_footing(req: EgressRequest, decision_id: str, judged: Judged, may_wait: bool, *,
+                        grouped: bool) -> EgressAnswer:
+    """Under the chain's lock (held by whichever decision API process appends now): the run read again. A
+    run that ended, a taint raised (by this group's earlier decisions too) or a grant revoked since the
+    judgement is judged again on the current state, never decided on the stale one."""
+    current, refused = _run_for_token(req)
+    if current is None:
+        return _bad_token(req, decision_id, refused)
+    if not _same_footing(judged.run, current):
+        # In a group the cache is sound under the lock (see above); alone, inside this transaction, not.
+        state = state_for(current.policy_version, policy_unwritten=True) if grouped else PolicyState(None)
+        judged = _judge(req, current, state, judged.sentinel_ids, judged.now)
+    return _commit(req, decision_id, judged, may_wait)
+
+
+def _commit(req: EgressRequest, decision_id: str, judged: Judged, may_wait: bool) -> EgressAnswer:
+    return _commit_decision(judged.run, req, judged.decision, decision_id, judged.sentinel_ids, judged.now,
+                            judged.state, may_wait)
 
 
 def _sentinel_ids(req: EgressRequest) -> frozenset[int]:

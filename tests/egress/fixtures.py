@@ -30,6 +30,17 @@ def vault_key(settings, tmp_path):
     vault_services.invalidate_sentinel_cache()
 
 
+@pytest.fixture(autouse=True)
+def fresh_policy_cache():
+    """The grants cache is keyed by the policy version, which a flushed test database starts again at
+    1: a cache left by an earlier test would be served under the same number."""
+    from controlplane.egress import policy_cache
+
+    policy_cache._state = policy_cache.PolicyState(None)
+    yield
+    policy_cache._state = policy_cache.PolicyState(None)
+
+
 @pytest.fixture
 def other_worker(db):
     return worker_create("beta")

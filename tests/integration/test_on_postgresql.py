@@ -52,7 +52,7 @@ def test_group_commit_on_postgresql_as_the_decision_api_runs_it():
     arrive late there, so the group and held-record tests run again on those settings."""
     out = postgres.rerun_on_postgresql(
         ["tests/egress/test_group_commit.py", "tests/audit/test_held_records.py",
-         "tests/egress/test_group_held_rows.py",
+         "tests/egress/test_group_held_rows.py", "tests/egress/test_judged_before_the_lock.py",
          "tests/egress/test_decide_under_lock.py", "tests/core/test_pipelined.py"],
         extra_env={"ROSTER_DB_PREPARED_STATEMENTS": "1"})
     assert " skipped" not in out
