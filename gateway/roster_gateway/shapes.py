@@ -17,9 +17,12 @@ from roster_gateway.options import GatewayConfig
 
 _CONTENT_LENGTH = re.compile(r"^(?:0|[1-9][0-9]*)$")
 _ALLOWED_TE = frozenset({"chunked"})
-_BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
+# On the raw bytes: UTF-8 decoding (surrogateescape) maps these bytes, and nothing else, to CR, LF, NUL.
+_BAD_FIELD_BYTES = re.compile(rb"[\r\n\x00]")
 _METHOD_OVERRIDES = ("x-http-method-override", "x-http-method", "x-method-override")
 _URL_OVERRIDES = ("x-original-url", "x-rewrite-url")
+_WATCHED_FIELDS = frozenset(n.encode() for n in ("content-length", "transfer-encoding", "host", "upgrade",
+                                                 *_METHOD_OVERRIDES, *_URL_OVERRIDES))
 
 
 @dataclass(frozen=True)
@@ -71,10 +74,26 @@ def _split_authority(value: str) -> tuple[str, int | None] | None:
     return normalise_host(host), int(port_text)
 
 
+def _watched(request: http.Request) -> tuple[dict[bytes, list[str]], bool]:
+    """One pass over the header fields: the values of the ones check_headers reads (decoded as
+    mitmproxy's get_all decodes them, names matched as it matches them), and whether any name or value
+    holds a control character."""
+    watched: dict[bytes, list[str]] = {}
+    bad = False
+    for name, value in request.headers.fields:
+        if not bad and (_BAD_FIELD_BYTES.search(name) or _BAD_FIELD_BYTES.search(value)):
+            bad = True
+        key = name.lower()
+        if key in _WATCHED_FIELDS:
+            watched.setdefault(key, []).append(value.decode("utf-8", "surrogateescape"))
+    return watched, bad
+
+
 def check_headers(request: http.Request, max_body_bytes: int) -> Refusal | None:
     """Smuggling shapes and limits visible before the body is read."""
-    cl = request.headers.get_all("content-length")
-    te = request.headers.get_all("transfer-encoding")
+    watched, bad_chars = _watched(request)
+    cl = watched.get(b"content-length", [])
+    te = watched.get(b"transfer-encoding", [])
     if cl and te:
         return _malformed("both Content-Length and Transfer-Encoding: refused as request smuggling")
     if len(cl) > 1:
@@ -85,22 +104,22 @@ def check_headers(request: http.Request, max_body_bytes: int) -> Refusal | None:
         return _malformed("Content-Length is not a plain decimal number")
     if cl and int(cl[0]) > max_body_bytes:
         return too_large(max_body_bytes)
-    if len(request.headers.get_all("host")) > 1:
+    if len(watched.get(b"host", ())) > 1:
         return _malformed("more than one Host header")
-    for name, value in request.headers.items(multi=True):
-        if _BAD_VALUE_CHARS.search(name) or _BAD_VALUE_CHARS.search(value):
-            return _malformed("control characters in a header")
+    if bad_chars:
+        return _malformed("control characters in a header")
     for name in _METHOD_OVERRIDES:
-        for value in request.headers.get_all(name):
+        for value in watched.get(name.encode(), ()):
             if value.strip().upper() != request.method.upper():
                 # Google APIs, Rails, Express method-override run the named method, not the one judged.
                 return _malformed(f"{name} naming another method than {request.method[:16]!r} is refused")
     for name in _URL_OVERRIDES:
-        for value in request.headers.get_all(name):
+        for value in watched.get(name.encode(), ()):
             if value.strip() != request.path:
                 # IIS, Symfony, Laminas route by these headers instead of the path that was judged.
                 return _malformed(f"{name} naming another path than the request's is refused")
-    upgrade = request.headers.get("upgrade")
+    upgrades = watched.get(b"upgrade")
+    upgrade = ", ".join(upgrades) if upgrades else None  # as headers.get folds repeated fields
     if upgrade is not None and upgrade.strip().lower() != "websocket":
         return Refusal("protocol_refused", 403, f"protocol upgrade to {upgrade[:40]!r} is refused")
     return None
