@@ -11,6 +11,7 @@ import ipaddress
 import socket
 from dataclasses import dataclass, field
 
+from roster_gateway.memo import remembered
 from roster_gateway.private_upstreams import PrivateUpstream
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -79,7 +80,7 @@ def _canonical(ip: IPAddress) -> IPAddress:
     return ip
 
 
-@functools.lru_cache(maxsize=4096)
+@remembered
 def parse_ip_literal(host: str) -> IPAddress | None:
     """Only canonical literals count; forms like 0x7f.1 or 2130706433 are names and get resolved.
     Cached: the same few destinations come back on every request, and the answer is a pure function."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from roster_gateway.memo import remembered
+
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _HEX = frozenset("0123456789abcdefABCDEF")
 _PATH_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/")
@@ -93,6 +95,11 @@ def path_refusal(target: str) -> str | None:
     """Why a request target (path and query) may not be forwarded as sent, or None. A target with no
     canonical form at all is left to the control plane, which denies it."""
     path, _, _query = target.partition("?")
+    return _path_refusal(path)
+
+
+@remembered
+def _path_refusal(path: str) -> str | None:
     try:
         canonical = canonical_path(path)
     except Unreadable:
@@ -102,12 +109,14 @@ def path_refusal(target: str) -> str | None:
     return None
 
 
+
 def method_refusal(method: str) -> str | None:
     if method != method.upper():
         return f"the method {method[:16]!r} is not in upper case; send {method[:16].upper()!r}"
     return None
 
 
+@remembered
 def host_refusal(host_header: str) -> str | None:
     """The Host header (or absolute-form authority) as sent: lower case, no trailing dot, no port with
     leading zeros. Parsing and agreement with the destination are shapes.check_authority's."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import hashlib
 import ipaddress
 from collections.abc import Sequence
@@ -12,6 +11,7 @@ from collections.abc import Sequence
 from mitmproxy import http
 
 from roster_gateway.mcp import McpCall
+from roster_gateway.memo import remembered
 from roster_gateway.shapes import normalise_host
 
 HOP_BY_HOP = ("proxy-authorization", "proxy-connection", "proxy-authenticate")
@@ -52,7 +52,7 @@ def client_address(flow) -> str:
         return ""
 
 
-@functools.lru_cache(maxsize=4096)
+@remembered
 def _written_address(host: str) -> str:
     """A peer's address as /decide gets it; cached, as the same boxes come back on every request."""
     address = ipaddress.ip_address(host)

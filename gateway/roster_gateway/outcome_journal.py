@@ -80,7 +80,7 @@ class OutcomeJournal:
         for decision_id in decision_ids:
             self.pending.pop(decision_id, None)
         if not self.pending:
-            self._rewrite()
+            self._empty()
         elif self._lines > 2 * len(self.pending) + _COMPACT_SLACK:
             self._rewrite()
         else:
@@ -100,6 +100,18 @@ class OutcomeJournal:
         except OSError as exc:  # the report still goes out; only its survival of a restart is lost
             self.close()  # opened again for the next write
             log.error("%s journal %s not written: %s", self.what, self.path, exc.strerror)
+
+    def _empty(self) -> None:
+        """Nothing is pending: the open file is cut to nothing in place (what it held is all settled, so a
+        crash midway loses nothing), else rewritten empty."""
+        if self._out is not None:
+            try:
+                self._out.truncate(0)
+                self._lines = 0
+                return
+            except OSError:
+                self.close()
+        self._rewrite()
 
     def close(self) -> None:
         out, self._out = self._out, None

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from mitmproxy import http
 
 from roster_gateway.canonical import host_refusal, method_refusal, path_refusal
+from roster_gateway.memo import remembered
 from roster_gateway.options import GatewayConfig
 
 _CONTENT_LENGTH = re.compile(r"^(?:0|[1-9][0-9]*)$")
@@ -40,6 +41,7 @@ def _malformed(message: str) -> Refusal:
     return Refusal("malformed_request", 400, message)
 
 
+@remembered  # called several times per request, on the same few hosts
 def normalise_host(host: str) -> str:
     host = host.strip().lower()
     if host.startswith("[") and host.endswith("]"):
@@ -51,6 +53,7 @@ def default_port(scheme: str) -> int:
     return 443 if scheme in ("https", "wss") else 80
 
 
+@remembered  # a Host header or a request line's authority
 def _split_authority(value: str) -> tuple[str, int | None] | None:
     value = value.strip()
     if not value or any(c in value for c in "/?#@\\ \t"):
@@ -139,8 +142,10 @@ def check_decoded_size(request: http.Request, limit: int) -> Refusal | None:
     """The gateway decodes a request body to read its MCP calls; a small compressed body (a gzip bomb)
     would expand to gigabytes in the gateway every box shares. Decode at most limit + 1 bytes first."""
     raw = request.raw_content or b""
+    if not raw:
+        return None
     encoding = request.headers.get("content-encoding", "").strip().lower()
-    if not raw or encoding in ("", "identity", "none"):
+    if encoding in ("", "identity", "none"):
         return None
     try:
         if encoding == "gzip":
