@@ -180,10 +180,11 @@ def check_authority(request: http.Request, *, connect_target: tuple[str, int] | 
     if h_host != host or (h_port or default_port(request.scheme)) != port:
         return Refusal("authority_mismatch", 403,
                        "the request URL and the Host header name different destinations")
-    if request.authority:
+    authority = request.authority  # decoded afresh by mitmproxy on every read
+    if authority:
         # An absolute-form request line is forwarded as sent inside a tunnel (mitmproxy rewrites only
         # host/port), and servers route by its authority, ignoring Host (RFC 9112 3.2.2).
-        parsed = _split_authority(request.authority)
+        parsed = _split_authority(authority)
         if parsed is None:
             return _malformed("request target authority is not valid")
         a_host, a_port = parsed
@@ -204,9 +205,10 @@ def check_canonical(request: http.Request) -> Refusal | None:
     """The method, Host and path as sent must be the forms the control plane judges (canonical.py):
     otherwise a request judged as one target would run upstream as another."""
     sent_method = request.data.method.decode("utf-8", "surrogateescape")  # .method is upper-cased
+    authority = request.authority
     for problem in (method_refusal(sent_method), path_refusal(request.path),
                     host_refusal(request.host_header or ""),
-                    host_refusal(request.authority) if request.authority else None):
+                    host_refusal(authority) if authority else None):
         if problem:
             return Refusal("malformed_request", 400, problem)
     return None
