@@ -83,7 +83,7 @@ def _canonical(ip: IPAddress) -> IPAddress:
 @remembered
 def parse_ip_literal(host: str) -> IPAddress | None:
     """Only canonical literals count; forms like 0x7f.1 or 2130706433 are names and get resolved.
-    Cached: the same few destinations come back on every request, and the answer is a pure function."""
+    Remembered (memo.py): the same few destinations come back on every request."""
     try:
         return ipaddress.ip_address(host.strip("[]"))
     except ValueError:

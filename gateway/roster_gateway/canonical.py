@@ -109,7 +109,6 @@ def _path_refusal(path: str) -> str | None:
     return None
 
 
-
 def method_refusal(method: str) -> str | None:
     if method != method.upper():
         return f"the method {method[:16]!r} is not in upper case; send {method[:16].upper()!r}"

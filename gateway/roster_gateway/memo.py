@@ -24,5 +24,4 @@ def remembered(fn: Callable[[str], T]) -> Callable[[str], T]:
             return cached(value)
         return fn(value)
 
-    call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
     return call

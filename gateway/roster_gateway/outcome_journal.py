@@ -7,8 +7,9 @@ starts again sends what is left.
 
 An append-only log of JSON lines, {"add": outcome} and {"ack": [decision ids]}: one short write per
 report, no fsync (a killed process loses nothing the kernel has; a power cut may lose the last writes),
-on a file kept open between writes (opening and closing it for each report was a tenth of the gateway's
-own cost per request); a rewrite replaces the file, so the next write opens the new one.
+on a file kept open between writes (opening and closing it for each report was about a tenth of the
+addon's own time per request, profiled under load); a rewrite replaces the file, so the next write opens
+the new one.
 A torn last line (killed mid-write) is skipped. The file is emptied whenever nothing is pending and
 rewritten from what is pending when acknowledgements dominate it, so it stays small."""
 
