@@ -1,7 +1,8 @@
 """Remembering the answers of pure functions of one short string (a host, an authority, a path): a box
 sends the same few destinations on every request, and each answer costs Python work per request. Only
 strings up to SHORT characters are remembered, at most MAX_ENTRIES per function, so a box sending
-endless distinct values costs bounded memory (those just miss and are worked out afresh)."""
+endless distinct values costs bounded memory (those just miss and are worked out afresh). What is
+remembered is what a box sent, read before any secret is injected: never a secret's value."""
 
 from __future__ import annotations
 
