@@ -106,9 +106,9 @@ def test_the_proxy_headers_are_stripped_as_popping_each_name_did():
 def test_remembered_string_checks_answer_as_the_checks_themselves():
     paths = [raw for raw, _ in TABLE] + ["/v1/x", "/a/./b", "/%41", "/" + "a" * (memo.SHORT + 10)]
     for path in paths * 2:  # the second round answers from memory
-        assert canonical.path_refusal(path) == canonical._path_refusal.__wrapped__(path)
+        assert canonical.path_refusal(path) == canonical._path_refusal(path)
     for host in ["Example.com", "example.com.", "example.com:080", "[::1]:443", "a" * (memo.SHORT + 1)] * 2:
-        assert canonical.host_refusal(host) == canonical.host_refusal.__wrapped__(host)
+        assert canonical.host_refusal(host) == canonical._host_refusal(host)
         assert shapes._split_authority(host) == shapes._split_authority.__wrapped__(host)
         assert shapes.normalise_host(host) == shapes.normalise_host.__wrapped__(host)
 
