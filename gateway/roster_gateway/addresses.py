@@ -6,10 +6,12 @@ them, including addresses embedded in IPv4-mapped, IPv4-compatible, NAT64 and 6t
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from roster_gateway.memo import remembered
 from roster_gateway.private_upstreams import PrivateUpstream
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -27,6 +29,7 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _SIXTO4 = ipaddress.ip_network("2002::/16")
 _V4_COMPAT = ipaddress.ip_network("::/96")
 LOOPBACK_V4 = ipaddress.ip_network("127.0.0.0/8")
+_MAX_VERDICTS = 4096  # destinations remembered by one Vetting before it starts again
 
 
 class AddressRefused(Exception):
@@ -77,8 +80,10 @@ def _canonical(ip: IPAddress) -> IPAddress:
     return ip
 
 
+@remembered
 def parse_ip_literal(host: str) -> IPAddress | None:
-    """Only canonical literals count; forms like 0x7f.1 or 2130706433 are names and get resolved."""
+    """Only canonical literals count; forms like 0x7f.1 or 2130706433 are names and get resolved.
+    Remembered (memo.py): the same few destinations come back on every request."""
     try:
         return ipaddress.ip_address(host.strip("[]"))
     except ValueError:
@@ -95,26 +100,44 @@ class Vetting:
     also_control_plane: tuple[tuple[str, int], ...] = ()
     # The operator's private upstreams (roster_private_upstreams): internal addresses that may be dialled.
     private_upstreams: tuple[PrivateUpstream, ...] = ()
+    # (ip, port, name) -> why it may not be dialled, or None: a pure function of the fields above, worked
+    # out once per destination instead of on every request.
+    _verdicts: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def check(self, ip: IPAddress, port: int, *, name: str | None = None) -> None:
         """Raise AddressRefused unless the gateway may dial ip:port (`name`: the host name resolved to ip)."""
+        key = (ip, port, name)
+        try:
+            refusal = self._verdicts[key]
+        except KeyError:
+            refusal = self._refusal(ip, port, name)
+            if len(self._verdicts) >= _MAX_VERDICTS:
+                self._verdicts.clear()
+            self._verdicts[key] = refusal
+        if refusal is not None:
+            raise AddressRefused(refusal)
+
+    def _refusal(self, ip: IPAddress, port: int, name: str | None) -> str | None:
         if not 0 < port < 65536:
-            raise AddressRefused(f"port {port} is not dialable")
+            return f"port {port} is not dialable"
         internal = is_loopback(ip) or blocked_reason(ip) is not None
         for cp_host, cp_port in (self.control_plane, *self.also_control_plane):
             cp_ip = parse_ip_literal(cp_host)
             if port == cp_port and (internal or (cp_ip is not None and _canonical(cp_ip) == _canonical(ip))):
-                raise AddressRefused("the control plane is not an upstream")
+                return "the control plane is not an upstream"
         if port in self.own_ports and internal:
-            raise AddressRefused("the gateway itself is not an upstream")
+            return "the gateway itself is not an upstream"
         why = blocked_reason(ip)
         if why is None:
-            return
+            return None
         if self.allow_loopback and is_loopback(ip):
-            return
+            return None
         if any(entry.matches(ip, port, name) for entry in self.private_upstreams):
-            return
-        raise AddressRefused(f"{ip} is not a public address ({why})")
+            return None
+        return f"{ip} is not a public address ({why})"
+
+
+_text = functools.lru_cache(maxsize=4096)(str)  # an address as dialled; ipaddress formats it afresh each time
 
 
 async def resolve(host: str, port: int, timeout: float) -> list[IPAddress]:
@@ -145,7 +168,7 @@ async def vetted_address(host: str, port: int, vetting: Vetting, *, dns_timeout:
         # policy, not the operator's listing of what the gateway may dial (README, "never dials loopback or
         # private addresses unless listed"), so an internal literal needs roster_private_upstreams too.
         vetting.check(literal, port)
-        return str(literal)
+        return _text(literal)
     ips = await resolve(host, port, dns_timeout)
     for ip in ips:
         vetting.check(ip, port, name=host)

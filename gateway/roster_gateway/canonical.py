@@ -13,6 +13,7 @@ This module's path rules agree with the control plane's normaliser through one s
 
 from __future__ import annotations
 
+import functools
 import re
 
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -20,6 +21,11 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 _PATH_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/")
 _DECODE_ROUNDS = 8  # as the control plane's normaliser: more rounds than this and the path is unreadable
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+# Answers for paths and hosts up to this long are remembered (a box repeats its destinations on every
+# request; both checks are pure). Standard library only, as the rest of this module (the control plane's
+# tests load it from its file): the same rule as roster_gateway.memo.
+_REMEMBERED_CHARS = 512
+_REMEMBERED = 4096
 
 
 class Unreadable(ValueError):
@@ -93,6 +99,12 @@ def path_refusal(target: str) -> str | None:
     """Why a request target (path and query) may not be forwarded as sent, or None. A target with no
     canonical form at all is left to the control plane, which denies it."""
     path, _, _query = target.partition("?")
+    if len(path) <= _REMEMBERED_CHARS:
+        return _remembered_path_refusal(path)
+    return _path_refusal(path)
+
+
+def _path_refusal(path: str) -> str | None:
     try:
         canonical = canonical_path(path)
     except Unreadable:
@@ -100,6 +112,9 @@ def path_refusal(target: str) -> str | None:
     if canonical != path:
         return f"the path is not in canonical form (it would be judged as {canonical[:200]!r}); send that"
     return None
+
+
+_remembered_path_refusal = functools.lru_cache(maxsize=_REMEMBERED)(_path_refusal)
 
 
 def method_refusal(method: str) -> str | None:
@@ -111,6 +126,12 @@ def method_refusal(method: str) -> str | None:
 def host_refusal(host_header: str) -> str | None:
     """The Host header (or absolute-form authority) as sent: lower case, no trailing dot, no port with
     leading zeros. Parsing and agreement with the destination are shapes.check_authority's."""
+    if len(host_header) <= _REMEMBERED_CHARS:
+        return _remembered_host_refusal(host_header)
+    return _host_refusal(host_header)
+
+
+def _host_refusal(host_header: str) -> str | None:
     value = host_header.strip()
     host, port = value, ""
     if value.startswith("["):
@@ -125,3 +146,6 @@ def host_refusal(host_header: str) -> str | None:
     if len(port) > 1 and port.startswith("0"):
         return "the port has leading zeros"
     return None
+
+
+_remembered_host_refusal = functools.lru_cache(maxsize=_REMEMBERED)(_host_refusal)

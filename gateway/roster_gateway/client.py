@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 # whole batch. Until a health answer names it, an outcome goes without it.
 OPTIONAL_OUTCOME_FIELDS = frozenset({"response_sha256"})
 __all__ = ["ControlPlaneClient", "ControlPlaneDown", "Transport"]
+# One encoder for every call: json.dumps with separators builds a new JSONEncoder each time.
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class ControlPlaneDown(Exception):
@@ -65,7 +67,7 @@ class ControlPlaneClient:
         """One request, to the first replica that answers within `timeout` in all. `resend=False` (a call
         the control plane does not deduplicate): a request a replica may have received (sent, then no
         answer) goes to no other; only one that never connected moves on."""
-        body = json.dumps(payload, separators=(",", ":")).encode() if payload is not None else None
+        body = _ENCODE(payload).encode() if payload is not None else None
         order = self._replicas.order()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

@@ -29,7 +29,7 @@ def is_model_api_path(path: str) -> bool:
 
 def refused_before_deciding(request: http.Request) -> bool:
     """A WebSocket upgrade of a model API path: refused without asking."""
-    return is_upgrade(request) and is_model_api_path(request.path)
+    return is_model_api_path(request.path) and is_upgrade(request)
 
 
 def refused_on_model_host(request: http.Request, wire: str) -> bool:

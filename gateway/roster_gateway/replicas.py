@@ -43,6 +43,8 @@ class Replicas:
     def order(self) -> list[Replica]:
         """Who to ask, first to last: live replicas in turn (so load is shared), then those in back-off,
         the one whose back-off ends first ahead."""
+        if len(self.replicas) == 1:
+            return list(self.replicas)  # one decision API: always it
         now = time.monotonic()
         start, n = self._next, len(self.replicas)
         self._next = (start + 1) % n

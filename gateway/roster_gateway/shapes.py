@@ -13,13 +13,17 @@ from dataclasses import dataclass
 from mitmproxy import http
 
 from roster_gateway.canonical import host_refusal, method_refusal, path_refusal
+from roster_gateway.memo import remembered
 from roster_gateway.options import GatewayConfig
 
 _CONTENT_LENGTH = re.compile(r"^(?:0|[1-9][0-9]*)$")
 _ALLOWED_TE = frozenset({"chunked"})
-_BAD_VALUE_CHARS = re.compile(r"[\r\n\x00]")
+# On the raw bytes: UTF-8 decoding (surrogateescape) maps these bytes, and nothing else, to CR, LF, NUL.
+_BAD_FIELD_BYTES = re.compile(rb"[\r\n\x00]")
 _METHOD_OVERRIDES = ("x-http-method-override", "x-http-method", "x-method-override")
 _URL_OVERRIDES = ("x-original-url", "x-rewrite-url")
+_WATCHED_FIELDS = frozenset(n.encode() for n in ("content-length", "transfer-encoding", "host", "upgrade",
+                                                 *_METHOD_OVERRIDES, *_URL_OVERRIDES))
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ def _malformed(message: str) -> Refusal:
     return Refusal("malformed_request", 400, message)
 
 
+@remembered  # called several times per request, on the same few hosts
 def normalise_host(host: str) -> str:
     host = host.strip().lower()
     if host.startswith("[") and host.endswith("]"):
@@ -48,6 +53,7 @@ def default_port(scheme: str) -> int:
     return 443 if scheme in ("https", "wss") else 80
 
 
+@remembered  # a Host header or a request line's authority
 def _split_authority(value: str) -> tuple[str, int | None] | None:
     value = value.strip()
     if not value or any(c in value for c in "/?#@\\ \t"):
@@ -71,10 +77,26 @@ def _split_authority(value: str) -> tuple[str, int | None] | None:
     return normalise_host(host), int(port_text)
 
 
+def _watched(request: http.Request) -> tuple[dict[bytes, list[str]], bool]:
+    """One pass over the header fields: the values of the ones check_headers reads (decoded as
+    mitmproxy's get_all decodes them, names matched as it matches them), and whether any name or value
+    holds a control character."""
+    watched: dict[bytes, list[str]] = {}
+    bad = False
+    for name, value in request.headers.fields:
+        if not bad and (_BAD_FIELD_BYTES.search(name) or _BAD_FIELD_BYTES.search(value)):
+            bad = True
+        key = name.lower()
+        if key in _WATCHED_FIELDS:
+            watched.setdefault(key, []).append(value.decode("utf-8", "surrogateescape"))
+    return watched, bad
+
+
 def check_headers(request: http.Request, max_body_bytes: int) -> Refusal | None:
     """Smuggling shapes and limits visible before the body is read."""
-    cl = request.headers.get_all("content-length")
-    te = request.headers.get_all("transfer-encoding")
+    watched, bad_chars = _watched(request)
+    cl = watched.get(b"content-length", [])
+    te = watched.get(b"transfer-encoding", [])
     if cl and te:
         return _malformed("both Content-Length and Transfer-Encoding: refused as request smuggling")
     if len(cl) > 1:
@@ -85,22 +107,22 @@ def check_headers(request: http.Request, max_body_bytes: int) -> Refusal | None:
         return _malformed("Content-Length is not a plain decimal number")
     if cl and int(cl[0]) > max_body_bytes:
         return too_large(max_body_bytes)
-    if len(request.headers.get_all("host")) > 1:
+    if len(watched.get(b"host", ())) > 1:
         return _malformed("more than one Host header")
-    for name, value in request.headers.items(multi=True):
-        if _BAD_VALUE_CHARS.search(name) or _BAD_VALUE_CHARS.search(value):
-            return _malformed("control characters in a header")
+    if bad_chars:
+        return _malformed("control characters in a header")
     for name in _METHOD_OVERRIDES:
-        for value in request.headers.get_all(name):
+        for value in watched.get(name.encode(), ()):
             if value.strip().upper() != request.method.upper():
                 # Google APIs, Rails, Express method-override run the named method, not the one judged.
                 return _malformed(f"{name} naming another method than {request.method[:16]!r} is refused")
     for name in _URL_OVERRIDES:
-        for value in request.headers.get_all(name):
+        for value in watched.get(name.encode(), ()):
             if value.strip() != request.path:
                 # IIS, Symfony, Laminas route by these headers instead of the path that was judged.
                 return _malformed(f"{name} naming another path than the request's is refused")
-    upgrade = request.headers.get("upgrade")
+    upgrades = watched.get(b"upgrade")
+    upgrade = ", ".join(upgrades) if upgrades else None  # as headers.get folds repeated fields
     if upgrade is not None and upgrade.strip().lower() != "websocket":
         return Refusal("protocol_refused", 403, f"protocol upgrade to {upgrade[:40]!r} is refused")
     return None
@@ -120,8 +142,10 @@ def check_decoded_size(request: http.Request, limit: int) -> Refusal | None:
     """The gateway decodes a request body to read its MCP calls; a small compressed body (a gzip bomb)
     would expand to gigabytes in the gateway every box shares. Decode at most limit + 1 bytes first."""
     raw = request.raw_content or b""
+    if not raw:
+        return None
     encoding = request.headers.get("content-encoding", "").strip().lower()
-    if not raw or encoding in ("", "identity", "none"):
+    if encoding in ("", "identity", "none"):
         return None
     try:
         if encoding == "gzip":
@@ -156,10 +180,11 @@ def check_authority(request: http.Request, *, connect_target: tuple[str, int] | 
     if h_host != host or (h_port or default_port(request.scheme)) != port:
         return Refusal("authority_mismatch", 403,
                        "the request URL and the Host header name different destinations")
-    if request.authority:
+    authority = request.authority  # decoded afresh by mitmproxy on every read
+    if authority:
         # An absolute-form request line is forwarded as sent inside a tunnel (mitmproxy rewrites only
         # host/port), and servers route by its authority, ignoring Host (RFC 9112 3.2.2).
-        parsed = _split_authority(request.authority)
+        parsed = _split_authority(authority)
         if parsed is None:
             return _malformed("request target authority is not valid")
         a_host, a_port = parsed
@@ -180,9 +205,10 @@ def check_canonical(request: http.Request) -> Refusal | None:
     """The method, Host and path as sent must be the forms the control plane judges (canonical.py):
     otherwise a request judged as one target would run upstream as another."""
     sent_method = request.data.method.decode("utf-8", "surrogateescape")  # .method is upper-cased
+    authority = request.authority
     for problem in (method_refusal(sent_method), path_refusal(request.path),
                     host_refusal(request.host_header or ""),
-                    host_refusal(request.authority) if request.authority else None):
+                    host_refusal(authority) if authority else None):
         if problem:
             return Refusal("malformed_request", 400, problem)
     return None
