@@ -30,11 +30,24 @@ _ALLOW = (b'{"verdict":"allow","reason":null,"status":200,"message":"","decision
 
 async def _read_request(reader) -> bytes:
     """One keep-alive request: returns its head, with its body (if any) read and dropped."""
+    return (await _read_request_and_body(reader))[0]
+
+
+async def _read_request_and_body(reader) -> tuple[bytes, bytes]:
+    """One keep-alive request: its head and its body (empty if none)."""
     head = await reader.readuntil(b"\r\n\r\n")
+    body = b""
     for line in head.split(b"\r\n"):
         if line.lower().startswith(b"content-length:"):
-            await reader.readexactly(int(line.split(b":", 1)[1]))
-    return head
+            body = await reader.readexactly(int(line.split(b":", 1)[1]))
+    return head, body
+
+
+def _outcome_results(body: bytes) -> bytes:
+    """The answer to an outcome batch as the control plane gives it (docs/wire.md): one "ok" per outcome,
+    so the gateway takes the batch as settled and does not report it again."""
+    count = len(json.loads(body or b"{}").get("outcomes", []))
+    return json.dumps({"results": ["ok"] * count}, separators=(",", ":")).encode()
 
 
 async def _serve(handle, tls: ssl.SSLContext | None = None) -> None:
@@ -80,10 +93,11 @@ async def _instant_cp_main(secret: bool = False) -> None:
     async def handle(reader, writer):
         try:
             while True:
-                head = await _read_request(reader)
+                head, request_body = await _read_request_and_body(reader)
                 line = head.split(b"\r\n", 1)[0]
                 body = (allow if b"/decide" in line else b'{"sentinels":[]}' if b"/sentinels" in line
-                        else HEALTH if b"/health" in line else b'{"ok":true}')
+                        else HEALTH if b"/health" in line
+                        else _outcome_results(request_body) if b"/outcomes" in line else b'{"ok":true}')
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                              + str(len(body)).encode() + b"\r\n\r\n" + body)
         except (asyncio.IncompleteReadError, ConnectionError):
