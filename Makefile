@@ -2,6 +2,10 @@
 PY := .venv/bin/python
 GPY := gateway/.venv/bin/python
 export PYTHONDONTWRITEBYTECODE := 1
+# The box image the tests build and use: a tag of this checkout's own (its path's digest), so another
+# checkout on the same dockerd (each builds its own client packages into the image) never swaps it, or
+# the preset layers built on it, under this one's running tests. Set it to choose another.
+export ROSTER_TEST_BOX_IMAGE ?= roster-box:test-$(shell printf %s "$(CURDIR)" | sha256sum | cut -c1-10)
 
 .PHONY: deps up down test test-fast test-gateway test-compose lint bench migrate demo
 
