@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from controlplane.dispatch.running import run_dispatch
+from controlplane.dispatch.starting import run_start
 from controlplane.fleet.models import Run
 from controlplane.fleet.services import run_create, worker_create
 from controlplane.proposals import services
 from controlplane.proposals.models import Proposal, TrustRule
 from controlplane.proposals.services import destination_save, trust_rule_save
 from controlplane.proposals.validation import validate_destination
+from tests.integration.boxes.conftest import wait_for_run
 from tests.proposals.servers import smtp_server, webhook_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
@@ -88,19 +88,16 @@ def test_box_proposes_and_the_trusted_side_delivers(queued_stack):
         code = Path(site.settings["ROSTER_BOX_CODE_DIR"]) / worker.name
         code.mkdir(parents=True, exist_ok=True)
         shutil.copy(PROBE, code / "propose_probe.py")
-        run, _ = run_create(
-            worker, command=["python3", "/code/propose_probe.py", json.dumps(args)], timeout_seconds=150
-        )
-        dispatch = threading.Thread(target=run_dispatch, args=(run.pk,), daemon=True)
-        dispatch.start()
+        # Through the queue, as runs are started: this stack's Celery worker and box watcher admit every
+        # queued run, so one dispatched inline here could be claimed by them first (stack's docstring).
+        run = run_start(worker, ["python3", "/code/propose_probe.py", json.dumps(args)], timeout=150)
         deadline = time.monotonic() + 90
         while not Proposal.objects.filter(kind="email", status="pending").exists():
             assert time.monotonic() < deadline, "the box's e-mail proposal never arrived"
             time.sleep(0.2)
         email = Proposal.objects.get(kind="email")
         services.proposal_decide(email.pk, approver, approve=True, channel="cli", reason="ok")
-        dispatch.join(160)
-        run.refresh_from_db()
+        run = wait_for_run(run.pk, set(Run.Status) - set(Run.LIVE_STATUSES), timeout=170)
         assert run.status == Run.Status.SUCCEEDED, (run.status_reason, run.output[-3000:])
         line = next(line for line in run.output.splitlines() if line.startswith("PROPOSE "))
         probe = json.loads(line.removeprefix("PROPOSE "))
