@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from controlplane.ledger import sql
-from controlplane.ledger.models import ModelCallReservation, ModelPrice, SpendLine, Unit
+from controlplane.ledger.models import ModelPrice, SpendLine, Unit
 from controlplane.ledger.types import ModelCallFacts, TokenUsage
 
 MILLION = 1_000_000
@@ -33,15 +33,39 @@ class ModelPlan:
 
 
 def price_for(model: str) -> ModelPrice | None:
-    """An exact pattern wins; otherwise the longest glob that matches (ties: the lowest id)."""
+    """An exact pattern wins; otherwise the longest glob that matches (ties: the lowest id). Read in plain
+    SQL (every metered model call asks); the price returned holds the row's fields, for reading only."""
     best = None
-    for price in ModelPrice.objects.order_by("id"):
-        if price.pattern == model:
-            return price
-        longer = best is None or len(price.pattern) > len(best.pattern)
-        if longer and fnmatch.fnmatchcase(model, price.pattern):
-            best = price
-    return best
+    pattern_at = sql.PRICE_COLUMNS.index("pattern")
+    for row in sql.price_rows():
+        pattern = row[pattern_at]
+        if pattern == model:
+            best = row
+            break
+        longer = best is None or len(pattern) > len(best[pattern_at])
+        if longer and fnmatch.fnmatchcase(model, pattern):
+            best = row
+    return None if best is None else ModelPrice(**dict(zip(sql.PRICE_COLUMNS, best, strict=True)))
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """A model call's reservation as the settle reads it (controlplane.ledger.sql.reservation_row): the
+    rates it settles at, its worst case, and when it was made."""
+
+    decision_id: str
+    model: str
+    price_pattern: str
+    input_micro_per_million: int
+    cached_input_micro_per_million: int
+    output_micro_per_million: int
+    cache_write_micro_per_million: int | None
+    cache_write_1h_micro_per_million: int | None
+    input_estimate: int
+    max_output: int
+    tokens: int
+    micro: int
+    created_at: object
 
 
 @dataclass(frozen=True)
@@ -94,16 +118,13 @@ def plan(call: ModelCallFacts) -> ModelPlan:
 def record_reservation(decision_id: str, plan_: ModelPlan, created_at) -> None:
     price = plan_.price
     rates = _rates(price) if price else Rates(0, 0, 0, 0, 0)  # the rates this call settles at
-    ModelCallReservation.objects.create(
-        decision_id=decision_id, model=plan_.model[:200], price_pattern=price.pattern if price else "",
-        input_micro_per_million=rates.input, cached_input_micro_per_million=rates.cached_input,
-        output_micro_per_million=rates.output, cache_write_micro_per_million=rates.cache_write,
-        cache_write_1h_micro_per_million=rates.cache_write_1h,
-        input_estimate=plan_.input_estimate, max_output=plan_.max_output, tokens=plan_.tokens,
-        micro=plan_.micro, created_at=created_at)
+    sql.reservation_insert([
+        decision_id, plan_.model[:200], price.pattern if price else "", rates.input, rates.cached_input,
+        rates.output, rates.cache_write, rates.cache_write_1h, plan_.input_estimate, plan_.max_output,
+        plan_.tokens, plan_.micro, sql.adapted_time(created_at)])
 
 
-def _rates(prices: ModelPrice | ModelCallReservation) -> Rates:
+def _rates(prices: ModelPrice | Reserved) -> Rates:
     """A price's rates, or those a reservation was made at. A blank cache-write rate is the input rate, a
     blank 1-hour one the cache-write rate (a price row changed by hand; a reservation made before cache
     writes were priced apart)."""
@@ -119,9 +140,10 @@ def settle_model_call(decision_id: str, usage: TokenUsage | None, *, worker_id: 
                       grant_slug: str) -> dict | None:
     """Release the call's reservation and settle what it used; returns the audit details (None when the
     decision was not a model call). Call inside the settle's transaction."""
-    reservation = ModelCallReservation.objects.filter(decision_id=decision_id).first()
-    if reservation is None:
+    row = sql.reservation_row(decision_id)
+    if row is None:
         return None
+    reservation = Reserved(*row)
     flagged = usage is None or not usage.known or not _consistent(usage)
     if flagged:
         tokens, micro = reservation.tokens, reservation.micro

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from controlplane.core.db import current_connection
 from controlplane.core.held_rows import HeldTable
 from controlplane.fleet.models import Worker
-from controlplane.ledger.models import Cap, SpendLine
+from controlplane.ledger.models import Cap, ModelCallReservation, ModelPrice, SpendLine
 
 _q = current_connection().ops.quote_name
 _CAPS_SQL = (f"SELECT id, worker_id, unit, {_q('window')}, {_q('limit')} FROM {Cap._meta.db_table} "
@@ -27,6 +27,19 @@ _INSERT_SQL_FOR: dict[int, str] = {}
 # A group's lines, held for one INSERT at its end (controlplane.core.held_rows): the ledger's totals and
 # lookups still see them, the held lines being written before any statement that reads the table.
 _HELD = HeldTable(SpendLine._meta.db_table, _INSERT_LINES_SQL, _LINE_VALUES)
+PRICE_COLUMNS = ("id", "pattern", "input_micro_per_million", "cached_input_micro_per_million",
+                 "output_micro_per_million", "cache_write_micro_per_million",
+                 "cache_write_1h_micro_per_million", "max_output_tokens")
+_PRICES_SQL = f"SELECT {', '.join(map(_q, PRICE_COLUMNS))} FROM {ModelPrice._meta.db_table} ORDER BY id"
+RESERVATION_COLUMNS = ("decision_id", "model", "price_pattern", "input_micro_per_million",
+                       "cached_input_micro_per_million", "output_micro_per_million",
+                       "cache_write_micro_per_million", "cache_write_1h_micro_per_million", "input_estimate",
+                       "max_output", "tokens", "micro", "created_at")
+_RESERVATION_TABLE = ModelCallReservation._meta.db_table
+_INSERT_RESERVATION_SQL = (f"INSERT INTO {_RESERVATION_TABLE} ({', '.join(map(_q, RESERVATION_COLUMNS))}) "
+                           f"VALUES ({', '.join(['%s'] * len(RESERVATION_COLUMNS))})")
+_RESERVATION_SQL = (f"SELECT {', '.join(map(_q, RESERVATION_COLUMNS))} FROM {_RESERVATION_TABLE} "
+                    "WHERE decision_id = %s")
 
 
 def cap_rows(worker_id: int) -> list[tuple]:
@@ -34,6 +47,52 @@ def cap_rows(worker_id: int) -> list[tuple]:
     with current_connection().cursor() as cur:
         cur.execute(_CAPS_SQL, [worker_id])
         return cur.fetchall()
+
+
+def spent_totals(terms: Sequence[tuple[str, int | None, object | None]], since=None) -> list[int]:
+    """For each (unit, worker_id or None for the org, window start or None for all time), the amount its
+    spend lines add up to, in one statement; `since`: a start no line before which is wanted (when every
+    term has one). Starts are adapted for the database (adapted_time)."""
+    sums, params = [], []
+    for unit, worker_id, start in terms:
+        condition = ["unit = %s"]
+        params.append(unit)
+        if worker_id is not None:
+            condition.append("worker_id = %s")
+            params.append(worker_id)
+        if start is not None:
+            condition.append("created_at >= %s")
+            params.append(start)
+        sums.append(f"COALESCE(SUM(CASE WHEN {' AND '.join(condition)} THEN amount ELSE 0 END), 0)")
+    units = sorted({unit for unit, _, _ in terms})
+    where = f"unit IN ({', '.join(['%s'] * len(units))})"
+    params += units
+    if since is not None:
+        where += " AND created_at >= %s"
+        params.append(since)
+    with current_connection().cursor() as cur:
+        cur.execute(f"SELECT {', '.join(sums)} FROM {SpendLine._meta.db_table} WHERE {where}", params)
+        return [int(value) for value in cur.fetchone()]
+
+
+def price_rows() -> list[tuple]:
+    """Every model price as a tuple of PRICE_COLUMNS, in id order."""
+    with current_connection().cursor() as cur:
+        cur.execute(_PRICES_SQL)
+        return cur.fetchall()
+
+
+def reservation_insert(values: Sequence) -> None:
+    """One model call's reservation: values in RESERVATION_COLUMNS' order, created_at adapted."""
+    with current_connection().cursor() as cur:
+        cur.execute(_INSERT_RESERVATION_SQL, list(values))
+
+
+def reservation_row(decision_id: str) -> tuple | None:
+    """The decision's model call reservation as a tuple of RESERVATION_COLUMNS, or None."""
+    with current_connection().cursor() as cur:
+        cur.execute(_RESERVATION_SQL, [decision_id])
+        return cur.fetchone()
 
 
 def decision_has_lines(decision_id: str) -> bool:

@@ -1,14 +1,15 @@
 """Spend totals, always derived from the append-only ledger (so they survive any restart): one
-conditional-aggregate query sums every (scope, unit, window) asked for."""
+conditional-aggregate statement (controlplane.ledger.sql.spent_totals, plain SQL: it runs on every
+allowed request) sums every (scope, unit, window) asked for."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from django.db.models import Q, Sum
 from django.utils import timezone
 
-from controlplane.ledger.models import Cap, SpendLine, Window
+from controlplane.ledger import sql
+from controlplane.ledger.models import Cap, Window
 
 
 def window_start(window: str, now: dt.datetime) -> dt.datetime | None:
@@ -32,18 +33,9 @@ def spent_for(caps: list[Cap], now: dt.datetime | None = None) -> dict[int, int]
     if not caps:
         return {}
     now = now or timezone.now()
-    sums, starts = {}, []
-    for cap in caps:
-        cond = Q(unit=cap.unit)
-        if cap.worker_id:
-            cond &= Q(worker_id=cap.worker_id)
-        start = window_start(cap.window, now)
-        starts.append(start)
-        if start is not None:
-            cond &= Q(created_at__gte=start)
-        sums[f"c{cap.pk}"] = Sum("amount", filter=cond, default=0)
-    lines = SpendLine.objects.filter(unit__in={c.unit for c in caps})
-    if None not in starts:  # no all-time cap: only the oldest window's lines need reading
-        lines = lines.filter(created_at__gte=min(starts))
-    row = lines.aggregate(**sums)
-    return {cap.pk: int(row[f"c{cap.pk}"]) for cap in caps}
+    starts = [window_start(cap.window, now) for cap in caps]
+    terms = [(cap.unit, cap.worker_id or None, None if start is None else sql.adapted_time(start))
+             for cap, start in zip(caps, starts, strict=True)]
+    # No all-time cap: only the oldest window's lines need reading.
+    since = None if None in starts else sql.adapted_time(min(starts))
+    return dict(zip((cap.pk for cap in caps), sql.spent_totals(terms, since), strict=True))

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from controlplane.audit.models import AuditRecord
 from controlplane.ledger import caps
+from controlplane.ledger import sql as ledger_sql
 from controlplane.ledger.model_spend import MILLION, Rates, _micro
 from controlplane.ledger.models import ModelCallReservation, ModelPrice, SpendLine
 from controlplane.ledger.services import reserve, settle
@@ -110,9 +111,11 @@ def test_a_reservation_from_before_cache_write_prices_settles_writes_at_its_inpu
                                                                                       monkeypatch):
     _price(cache_write_micro_per_million=3_750_000)
     # Reservations are append-only: one made before the migration has no cache-write rates (NULL).
-    create = ModelCallReservation.objects.create
-    monkeypatch.setattr(ModelCallReservation.objects, "create", lambda **fields: create(**{
-        **fields, "cache_write_micro_per_million": None, "cache_write_1h_micro_per_million": None}))
+    insert = ledger_sql.reservation_insert
+    blank = {ledger_sql.RESERVATION_COLUMNS.index(name)
+             for name in ("cache_write_micro_per_million", "cache_write_1h_micro_per_million")}
+    monkeypatch.setattr(ledger_sql, "reservation_insert", lambda values: insert(
+        [None if i in blank else value for i, value in enumerate(values)]))
     _reserve(worker, run, "dc_old")
     old = ModelCallReservation.objects.get(decision_id="dc_old")
     assert old.cache_write_micro_per_million is None and old.cache_write_1h_micro_per_million is None
