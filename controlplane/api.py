@@ -4,12 +4,12 @@ from ninja import NinjaAPI
 from ninja.errors import ValidationError
 
 from controlplane.core.refusals import invalid_request_body
-from controlplane.egress.journal_route import router as journal_router
 from controlplane.egress.proposals import router as proposals_router
 from controlplane.egress.routes import router as gateway_router
 
 api = NinjaAPI(title="Roster control plane", version="1", urls_namespace="api")
-# The gateway's two per-request calls (/decide, /outcomes) are not here: controlplane.egress.gateway_calls.
+# The gateway's per-request calls (/decide, /outcomes, /journal) are not here:
+# controlplane.egress.gateway_calls.
 
 
 @api.exception_handler(ValidationError)
@@ -19,4 +19,3 @@ def _invalid_request(request, exc: ValidationError):
 
 api.add_router("/gateway/", gateway_router)
 api.add_router("/gateway/", proposals_router)
-api.add_router("/gateway/", journal_router)

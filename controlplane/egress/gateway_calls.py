@@ -1,11 +1,12 @@
-"""POST /api/gateway/decide and /outcomes, the two calls the gateway makes for every request it forwards:
-one route each, answered straight from the ASGI server (controlplane.egress.asgi) without a Django request,
+"""POST /api/gateway/decide and /outcomes, the two calls the gateway makes for every request it forwards,
+and /journal, which follows a journaled model call's answer (controlplane.egress.journal_route): one route
+each, answered straight from the ASGI server (controlplane.egress.asgi) without a Django request,
 middleware, URL resolving or django-ninja, which together cost as much as the decision itself
 (docs/operations.md, "Benchmarks"). Every answer is made here, refusals included, in the shapes the rest of
 the gateway API answers with (docs/wire.md): 405 another method, 400 a body over Django's upload limit or
 not JSON, 401 anything but the gateway's bearer token, 422 a body the schema refuses.
 
-Django's URL conf names the same two routes (controlplane.urls, `django_view`) for a WSGI caller, which
+Django's URL conf names the same routes (controlplane.urls, `django_view`) for a WSGI caller, which
 is what the test client is; the answer is this module's either way."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from controlplane.egress import outcomes
 from controlplane.egress.budget_wait import SETTLED, decide_waiting
 from controlplane.egress.db_thread import on_db_thread
 from controlplane.egress.decide import decide
+from controlplane.egress.journal_route import JournalIn, journal_answer
 from controlplane.egress.request import EgressRequest
 from controlplane.egress.schemas import DecideIn, OutcomesIn
 from controlplane.egress.wire import decided_body
@@ -75,6 +77,7 @@ class Route:
 ROUTES = {
     "/api/gateway/decide": Route(DecideIn, _decide),
     "/api/gateway/outcomes": Route(OutcomesIn, _outcomes),
+    "/api/gateway/journal": Route(JournalIn, journal_answer),
 }
 
 

@@ -1,25 +1,25 @@
 """POST /api/gateway/journal (docs/wire.md): the gateway's journaled model calls, a few per call, each
 stored with its audit record (controlplane.journal.services). Bodies are base64 of at most
-ROSTER_JOURNAL_MAX_BODY_BYTES each (the gateway keeps each body within the bound its allow carried)."""
+ROSTER_JOURNAL_MAX_BODY_BYTES each (the gateway keeps each body within the bound its allow carried).
+
+Answered straight from the ASGI server like /decide and /outcomes (controlplane.egress.gateway_calls): a
+model call's journal arrives as its answer ends, just as the agent's next call is decided, so its handling
+must not add Django's middleware and request hops to that decision's wait."""
 
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Literal
+from typing import Annotated
 
 from django.conf import settings
 from django.db import transaction
-from ninja import Router, Status
 from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from controlplane.egress.db_thread import on_db_thread
-from controlplane.egress.routes import GatewayAuth
 from controlplane.egress.schemas import NonNegative, Strict, strict_base64
 from controlplane.journal.services import call_store, part_from_wire
 
 log = logging.getLogger(__name__)
-router = Router(tags=["gateway"], auth=GatewayAuth())
-
 # The gateway's JOURNAL_BATCH_MAX (roster_gateway.journal_reporter): the request limit is sized for it.
 JOURNAL_BATCH_MAX = 4
 Header = tuple[Annotated[StrictStr, Field(max_length=256)],
@@ -69,13 +69,9 @@ class JournalIn(Strict):
     entries: Annotated[list[EntryIn], Field(min_length=1, max_length=JOURNAL_BATCH_MAX)]
 
 
-class JournalOut(Strict):
-    results: list[Literal["ok", "unknown", "already_settled", "error"]]
-
-
-@router.post("/journal", response={200: JournalOut}, summary="Store journaled model calls")
-async def journal(request, body: JournalIn):
-    return Status(200, {"results": await on_db_thread(request, _store_all, body.entries)})
+async def journal_answer(request, body: JournalIn) -> dict:
+    """The answer to one POST /journal: a result per entry, in order."""
+    return {"results": await on_db_thread(request, _store_all, body.entries)}
 
 
 def _store_all(entries: list[EntryIn]) -> list[str]:

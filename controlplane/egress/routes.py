@@ -1,5 +1,5 @@
-"""The gateway's API (docs/wire.md) beside its two per-request calls, /decide and /outcomes (those are
-controlplane.egress.gateway_calls): thin routes over the decision service (controlplane.egress.conclude,
+"""The gateway's API (docs/wire.md) beside its per-request calls, /decide, /outcomes and /journal (those
+are controlplane.egress.gateway_calls): thin routes over the decision service (controlplane.egress.conclude,
 .outcomes, ...), which answers in domain values; controlplane.egress.wire maps them to the wire.
 Authenticated by the gateway's own service credential."""
 

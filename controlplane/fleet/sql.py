@@ -40,6 +40,10 @@ _INSERT_RUN_DECISION_SQL = _INSERT_RUN_DECISION_PREFIX + _RUN_DECISION_VALUES
 _HELD_RUN_DECISIONS = HeldTable(_RUN_DECISION_TABLE, _INSERT_RUN_DECISION_PREFIX, _RUN_DECISION_VALUES)
 _RUN_DECISION_FOR_OUTCOME_SQL = (f"SELECT id, outcome_at, run_id, grant_slug, secret_name, url "
                                  f"FROM {_RUN_DECISION_TABLE} WHERE decision_id = %s")
+_RUN_DECISION_FOR_JOURNAL_SQL = (
+    f"SELECT d.run_id, d.grant_slug, w.name FROM {_RUN_DECISION_TABLE} d"
+    f" JOIN {Run._meta.db_table} r ON r.id = d.run_id JOIN {Worker._meta.db_table} w ON w.id = r.worker_id"
+    " WHERE d.decision_id = %s")
 _MARK_OUTCOME_SQL = (f"UPDATE {_RUN_DECISION_TABLE} SET outcome_at = %s, outcome_status = %s, "
                      "response_sha256 = %s WHERE id = %s")
 
@@ -84,6 +88,14 @@ def run_decision_for_outcome(decision_id: str) -> tuple | None:
     lock = " FOR UPDATE" if conn.features.has_select_for_update else ""
     with conn.cursor() as cur:
         cur.execute(_RUN_DECISION_FOR_OUTCOME_SQL + lock, [decision_id])
+        return cur.fetchone()
+
+
+def run_decision_for_journal(decision_id: str) -> tuple | None:
+    """(run_id, grant_slug, worker name) of the allowed decision a journaled call names; None for an
+    unknown id."""
+    with current_connection().cursor() as cur:
+        cur.execute(_RUN_DECISION_FOR_JOURNAL_SQL, [decision_id])
         return cur.fetchone()
 
 

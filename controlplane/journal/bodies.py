@@ -83,17 +83,32 @@ def pieces(body: bytes) -> list[bytes]:
     return out
 
 
+def store_all(datas: list[bytes], now) -> list[str]:
+    """Store each of `datas` once under its hash (one already stored is only marked used now), in three
+    statements whatever their number: the hashes already there, their use, the new ones. Returns the
+    hashes in order. A body another transaction stores meanwhile (PostgreSQL) fails this store on the
+    hash's uniqueness, as a second store of one body always did; the gateway sends the entry again."""
+    digests = [sha256(data) for data in datas]
+    wanted = dict(zip(digests, datas, strict=True))
+    if not wanted:
+        return digests
+    stored = set(JournalBody.objects.filter(sha256__in=wanted).values_list("sha256", flat=True))
+    if stored:
+        JournalBody.objects.filter(sha256__in=stored).update(last_used_at=now)
+    new = [JournalBody(sha256=digest, size=len(data), data=data, last_used_at=now)
+           for digest, data in wanted.items() if digest not in stored]
+    if new:
+        JournalBody.objects.bulk_create(new)
+    return digests
+
+
 def store(data: bytes, now) -> str:
     """Store `data` once under its hash (a second store only marks it used now). Returns the hash."""
-    digest = sha256(data)
-    touched = JournalBody.objects.filter(sha256=digest).update(last_used_at=now)
-    if not touched:
-        JournalBody.objects.create(sha256=digest, size=len(data), data=data, last_used_at=now)
-    return digest
+    return store_all([data], now)[0]
 
 
 def store_pieces(body: bytes, now) -> list[str]:
-    return [store(piece, now) for piece in pieces(body)]
+    return store_all(pieces(body), now)
 
 
 def read(hashes: list[str]) -> dict[str, JournalBody]:
@@ -113,4 +128,4 @@ def joined(hashes: list[str], found: dict[str, JournalBody] | None = None) -> tu
     return b"".join(out), erased
 
 
-__all__ = ["joined", "pieces", "read", "sha256", "store", "store_pieces"]
+__all__ = ["joined", "pieces", "read", "sha256", "store", "store_all", "store_pieces"]

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane.audit.services import audit_append
-from controlplane.fleet.models import RunDecision
+from controlplane.fleet.sql import run_decision_for_journal
 from controlplane.journal import bodies
 from controlplane.journal.models import JournalBody, JournalCall
 
@@ -45,17 +45,21 @@ def call_store(decision_id: str, started: float, ended: float, method: str, url:
                response: Part | None, error: str = "") -> str:
     """"ok", "unknown" (no allowed decision with this id) or "already_settled" (stored before)."""
     with transaction.atomic():
-        decision = RunDecision.objects.select_related("run__worker").filter(decision_id=decision_id).first()
+        decision = run_decision_for_journal(decision_id)
         if decision is None:
             return "unknown"
+        run_id, grant_slug, worker_name = decision
         if JournalCall.objects.filter(decision_id=decision_id).exists():
             return "already_settled"
         now = timezone.now()
-        parts = bodies.store_pieces(request.body, now)
-        response_sha = bodies.store(response.body, now) if response is not None else ""
+        # The request's pieces and the response's one body, stored together (bodies.store_all).
+        request_pieces = bodies.pieces(request.body)
+        stored = bodies.store_all(request_pieces + ([response.body] if response is not None else []), now)
+        parts = stored[:len(request_pieces)]
+        response_sha = stored[-1] if response is not None else ""
         withheld = "; ".join(w for w in (request.withheld, response.withheld if response else "") if w)
         call = JournalCall.objects.create(
-            decision_id=decision_id, run_id_ref=decision.run_id, grant_slug=decision.grant_slug,
+            decision_id=decision_id, run_id_ref=run_id, grant_slug=grant_slug,
             started_at=_when(started), ended_at=_when(max(started, ended)), method=method[:16], url=url,
             request_headers=request.headers, request_sha256=bodies.sha256(request.body), request_parts=parts,
             request_size=request.size, request_truncated=request.truncated, request_masked=request.masked,
@@ -67,12 +71,12 @@ def call_store(decision_id: str, started: float, ended: float, method: str, url:
             response_streamed=bool(response and response.streamed), withheld=withheld[:200],
             error=error[:200])
         audit_append("journal", {
-            "action": "stored", "decision_id": decision_id, "grant": decision.grant_slug, "url": url,
+            "action": "stored", "decision_id": decision_id, "grant": grant_slug, "url": url,
             "request_sha256": call.request_sha256, "request_size": request.size,
             "request_truncated": request.truncated, "response_sha256": response_sha,
             "response_size": call.response_size, "response_truncated": call.response_truncated,
             "status": call.status, "masked": call.request_masked + call.response_masked,
-        }, run=decision.run)
+        }, run=run_id, worker=worker_name)
     return "ok"
 
 

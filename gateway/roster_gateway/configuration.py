@@ -66,7 +66,7 @@ def build_steps(config: GatewayConfig, *, transport: Transport | None,
                                flush_delay=config.outcome_flush_delay, spawn=spawn,
                                journal=journal_at(config.outcome_journal),
                                retry_delay=config.outcome_retry_delay)
-    journal = JournalReporter(client, max_batch=JOURNAL_BATCH_MAX, flush_delay=config.outcome_flush_delay,
+    journal = JournalReporter(client, max_batch=JOURNAL_BATCH_MAX, flush_delay=config.journal_flush_delay,
                               spawn=spawn, journal=journal_at(config.model_journal, "journaled model call"),
                               retry_delay=config.outcome_retry_delay)
     steps = Steps(config, client, vetting, outcomes, background)

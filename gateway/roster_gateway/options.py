@@ -56,6 +56,10 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
      "never the control plane's or the gateway's own endpoints"),
     ("roster_outcome_flush_ms", int, 5,
      "Milliseconds an outcome report waits for others to share its POST /outcomes (0: send at once)"),
+    ("roster_journal_flush_ms", int, 100,
+     "Milliseconds a journaled model call waits for others to share its POST /journal (0: send at once); "
+     "kept on disk meanwhile. Long enough that it is stored while the agent's next call streams, not while "
+     "that call is being decided"),
     ("roster_proposals_host", str, "proposals.roster.invalid",
      "Reserved name the gateway answers itself for proposals (never dialled; must end in .invalid; the "
      "same as the control plane's ROSTER_PROPOSALS_HOST)"),
@@ -91,6 +95,7 @@ class GatewayConfig:
     control_plane_endpoint: tuple[str, int]
     own_ports: frozenset[int]
     outcome_flush_delay: float = 0.005
+    journal_flush_delay: float = 0.1
     also_control_plane: tuple[tuple[str, int], ...] = ()
     outcome_batch_max: int = 256
     private_upstreams: tuple[PrivateUpstream, ...] = ()
@@ -173,6 +178,8 @@ def build_config(opts) -> GatewayConfig:
         raise exceptions.OptionsError("roster_hold_seconds >= 0 and roster_approval_poll_seconds >= 1")
     if opts.roster_outcome_flush_ms < 0 or opts.roster_outcome_batch_max < 1:
         raise exceptions.OptionsError("roster_outcome_flush_ms >= 0 and roster_outcome_batch_max >= 1")
+    if opts.roster_journal_flush_ms < 0:
+        raise exceptions.OptionsError("roster_journal_flush_ms must not be negative")
     if opts.roster_outcome_retry_ms <= 0:
         raise exceptions.OptionsError("roster_outcome_retry_ms must be positive")
     if opts.roster_budget_wait_ms < 0:
@@ -202,6 +209,7 @@ def build_config(opts) -> GatewayConfig:
         also_control_plane=also,
         own_ports=frozenset(own),
         outcome_flush_delay=opts.roster_outcome_flush_ms / 1000,
+        journal_flush_delay=opts.roster_journal_flush_ms / 1000,
         outcome_batch_max=int(opts.roster_outcome_batch_max),
         private_upstreams=_private_upstreams(opts, endpoint, also, own),
         max_target_bytes=int(opts.roster_max_target_bytes),

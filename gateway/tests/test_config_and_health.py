@@ -36,6 +36,7 @@ BAD = [
     ("zero timeout", dict(roster_decide_timeout_ms=0)),
     ("other control plane not a URL", dict(roster_control_plane_also="127.0.0.1:8000")),
     ("negative outcome flush", dict(roster_outcome_flush_ms=-1)),
+    ("negative journal flush", dict(roster_journal_flush_ms=-1)),
     ("empty outcome batches", dict(roster_outcome_batch_max=0)),
     ("a replica not a URL", dict(roster_control_plane=f"{CP_URL},cp2.test:8002")),
     ("a replica named twice", dict(roster_control_plane=f"{CP_URL}, {CP_URL}/")),

@@ -1,6 +1,7 @@
-"""The gateway's two per-request calls have one route each (controlplane.egress.gateway_calls), served by
-the ASGI app without Django's request machinery: it answers every refusal itself, in the gateway API's
-shapes, and decides nothing for a refused call; a WSGI caller (the test client) reaches the same route."""
+"""The gateway's per-request calls (/decide, /outcomes, /journal) have one route each
+(controlplane.egress.gateway_calls), served by the ASGI app without Django's request machinery: it answers
+every refusal itself, in the gateway API's shapes, and decides or stores nothing for a refused call; a
+WSGI caller (the test client) reaches the same route."""
 
 import json
 import re
@@ -10,10 +11,12 @@ from django.test import Client
 
 from controlplane.audit.models import AuditRecord
 from controlplane.fleet.models import RunDecision
+from controlplane.journal.models import JournalCall
 from controlplane.ledger.models import Cap
 from tests.conftest import GATEWAY_SERVICE_TOKEN
 from tests.egress.asgi_call import AUTH, JSON, asgi_call
 from tests.egress.fixtures import decide_body
+from tests.journal.support import JOURNAL, entry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -64,7 +67,7 @@ def test_outcomes_settle_once_over_either_transport(token, secret, make_grant):
     assert _wsgi_call(OUTCOMES, outcomes(ids[0]))[1] == again
 
 
-@pytest.mark.parametrize("path", [DECIDE, OUTCOMES])
+@pytest.mark.parametrize("path", [DECIDE, OUTCOMES, JOURNAL])
 @pytest.mark.parametrize("case", ["wrong token", "two bearers", "basic scheme", "no auth", "empty bearer"])
 def test_anything_but_the_gateways_one_bearer_is_401_and_decides_nothing(token, make_grant, path, case):
     make_grant()
@@ -77,6 +80,44 @@ def test_anything_but_the_gateways_one_bearer_is_401_and_decides_nothing(token, 
     status, _, body = asgi_call(path, json.dumps(decide_body(token)).encode(), headers=headers)
     assert (status, body) == (401, b'{"detail": "Unauthorized"}')
     assert AuditRecord.objects.count() == before and not RunDecision.objects.exists()
+    assert not JournalCall.objects.exists()
+
+
+def test_a_journal_entry_is_stored_once_over_either_transport(token, make_grant):
+    make_grant()
+    ids = [json.loads(asgi_call(DECIDE, json.dumps(decide_body(token)).encode())[2])["decision_id"]
+           for _ in range(2)]
+
+    def journal(decision_id):
+        return json.dumps({"entries": [entry(decision_id, b'{"model": "m"}', b'{"ok": true}'),
+                                       entry("dc_unknown", b"{}", None)]}).encode()
+    assert asgi_call(JOURNAL, journal(ids[0]))[::2] == (200, b'{"results": ["ok", "unknown"]}')
+    assert _wsgi_call(JOURNAL, journal(ids[1])) == (200, b'{"results": ["ok", "unknown"]}')
+    again = b'{"results": ["already_settled", "unknown"]}'
+    assert asgi_call(JOURNAL, journal(ids[1]))[2] == again
+    assert _wsgi_call(JOURNAL, journal(ids[0]))[1] == again
+    assert JournalCall.objects.count() == 2
+
+
+@pytest.mark.parametrize(("case", "fields"), [
+    ("bad base64", ["entries.0.request.body_b64: Value error, body_b64 is not valid base64"]),
+    ("five entries", ["entries: List should have at most 4 items after validation, not 5"]),
+    ("no entries", ["entries: List should have at least 1 item after validation, not 0"]),
+])
+def test_a_refused_journal_names_the_field_never_the_input_and_stores_nothing(token, make_grant, case,
+                                                                             fields):
+    make_grant()
+    decision_id = json.loads(asgi_call(DECIDE, json.dumps(decide_body(token)).encode())[2])["decision_id"]
+    good = entry(decision_id, b'{"model": "secret-looking input"}', None)
+    entries = {"bad base64": [{**good, "request": {**good["request"], "body_b64": "not base64!"}}],
+               "five entries": [good] * 5, "no entries": []}[case]
+    body = json.dumps({"entries": entries}).encode()
+    before = AuditRecord.objects.count()
+    status, _, answer = asgi_call(JOURNAL, body)
+    assert status == 422 and b"secret-looking" not in answer and b"not base64!" not in answer
+    assert json.loads(answer) == {"detail": "invalid request", "fields": fields}
+    assert _wsgi_call(JOURNAL, body) == (422, answer)
+    assert AuditRecord.objects.count() == before and not JournalCall.objects.exists()
 
 
 @pytest.mark.parametrize(("case", "status", "fields"), [

@@ -66,6 +66,24 @@ def test_repeated_history_is_stored_once(gateway, token, make_grant):
     assert call_bytes(JournalCall.objects.get(decision_id=decision_id))[0] == second
 
 
+def test_a_piece_repeated_within_one_call_is_stored_once_and_joins_back(gateway, token, make_grant):
+    make_grant()
+    message = {"role": "user", "content": "same"}
+    request = json.dumps({"model": "m", "messages": [message, message, message]}).encode()
+    response = json.dumps(message).encode()  # the response's one body is also one of the request's pieces
+    decision_id = journal_call(gateway, token, request, response)
+    call = JournalCall.objects.get(decision_id=decision_id)
+    assert call_bytes(call) == (request, response, False)
+    cut = pieces(request)
+    assert len(call.request_parts) == len(cut) and len(set(call.request_parts)) < len(cut)
+    assert call.response_sha256 in call.request_parts
+    assert JournalBody.objects.count() == len(set(call.request_parts))
+    before = {b.sha256: b.last_used_at for b in JournalBody.objects.all()}
+    journal_call(gateway, token, request, response)  # all stored already: only marked used again
+    assert JournalBody.objects.count() == len(before)
+    assert all(b.last_used_at >= before[b.sha256] for b in JournalBody.objects.all())
+
+
 @pytest.mark.parametrize("body", [b"", b"not json", b'{"messages": "a string"}', b'{"input": [1, 2, 3]}',
                                   b'{"a": {"messages": [1]}, "messages": [ {"x": [1, {"y": "]"}]} , 2 ] }',
                                   b'{"messages": [1, 2', "é".encode("latin-1")])
