@@ -10,7 +10,8 @@ scrubbed for its echoes (the usual case for a model call).
 The upstream is a local SSE server speaking OpenAI chat completions: it answers after headers with the
 first event at once, then EVENTS events as fast as it can write them, each its own write. TTFT is from
 sending the request to the first event's bytes at the client; throughput is events per second from the
-first event to the last. Targets: TTFT added <= 2 ms p50 over streaming mitmdump, throughput >= 0.9x.
+first event to the last. Targets: TTFT added <= 3 ms p50 over streaming mitmdump (issue 28), throughput
+>= 0.9x.
 `python -m bench stream` runs only this; ROSTER_BENCH_STREAM_RUNS / _EVENTS set the sizes."""
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from bench.gateway_servers import helper
 from tests.support import procs
 from tests.support.gateway import MITMDUMP, gateway_process
 
-RUNS = int(os.environ.get("ROSTER_BENCH_STREAM_RUNS", 40))
+RUNS = int(os.environ.get("ROSTER_BENCH_STREAM_RUNS", 100))  # enough for a steady p50 on a shared machine
 EVENTS = int(os.environ.get("ROSTER_BENCH_STREAM_EVENTS", 400))
 PRICE = """
 import django; django.setup()
@@ -166,7 +167,7 @@ def main() -> None:
         server.shutdown()
         server.server_close()
     print(f"TTFT added over streaming mitmdump: {gateway['ttft'] - plain['ttft']:+.2f} ms p50 "
-          f"(target <= +2 ms); throughput {gateway['rate'] / plain['rate']:.2f}x (target >= 0.9x); "
+          f"(target <= +3 ms); throughput {gateway['rate'] / plain['rate']:.2f}x (target >= 0.9x); "
           f"direct TTFT {direct['ttft']:.2f} ms")
     print(f"the gateway's own cost (instant decision API): TTFT added {own['ttft'] - plain['ttft']:+.2f} ms "
           f"p50, throughput {own['rate'] / plain['rate']:.2f}x; with an injected secret scrubbed from the "
