@@ -13,6 +13,11 @@ answer is released only after the commit that made its records durable. If anyth
 the whole group rolls back and each job runs again on its own, in its own transactions, as if no group
 had been tried: no answer is ever released for work that was rolled back.
 
+A background job (`background=True`: a journaled call's store, which nothing waits on) runs only when no
+other job is queued, or once it has waited BACKGROUND_MAX_WAIT_SECONDS, so a decision arriving while
+model calls' journals are stored waits at most for the one being stored (docs/operations.md, "Group
+commit").
+
 Callers see none of this: a route awaits `on_db_thread(request, fn, *args)`. A service function marked
 `@groupable` may be run in a group; it asks `in_group()` to know whether it is inside one (then it raises on
 any failure, so the group rolls back and the function runs again alone)."""
@@ -20,10 +25,12 @@ any failure, so the group rolls back and the function runs again alone)."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -40,6 +47,9 @@ from controlplane.egress.sqlite_turn import turn
 log = logging.getLogger(__name__)
 
 
+# A background job that waited this long runs before the next group (no job starves under load).
+BACKGROUND_MAX_WAIT_SECONDS = 0.25
+_WAKE = object()  # put on the job queue when a background job is added: the thread looks again
 _GROUPABLE = "_roster_db_thread_groupable"
 _PREPARE = "_roster_db_thread_prepare"
 _here = threading.local()
@@ -135,15 +145,22 @@ class GroupCommitter:
 
     def __init__(self, max_group: int):
         self.max_group = max_group
-        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
+        # (queued at, job), oldest first; appended by event loops, taken by the database thread
+        self._background: collections.deque[tuple[float, _Job]] = collections.deque()
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    async def run(self, fn: Callable, *args):
+    async def run(self, fn: Callable, *args, background: bool = False):
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._ensure_started()
-        self._jobs.put(_Job(fn, args, loop, future))
+        job = _Job(fn, args, loop, future)
+        if background:
+            self._background.append((time.monotonic(), job))
+            self._jobs.put(_WAKE)
+        else:
+            self._jobs.put(job)
         return await future
 
     def _ensure_started(self) -> None:
@@ -156,15 +173,31 @@ class GroupCommitter:
 
     def _serve(self) -> None:
         while True:
-            jobs = [self._jobs.get()]
+            if self._background and (self._jobs.empty() or self._background_overdue()):
+                self._run_background()
+                continue
+            first = self._jobs.get()
+            jobs = [] if first is _WAKE else [first]
             while len(jobs) < self.max_group:
                 try:
-                    jobs.append(self._jobs.get_nowait())
+                    job = self._jobs.get_nowait()
                 except queue.Empty:
                     break
+                if job is not _WAKE:
+                    jobs.append(job)
+            if not jobs:
+                continue  # only wake-ups: the loop's first check runs the background job
             grouped_args = self._prepare(jobs)
             with turn():  # SQLite: the decision API's processes hand the write lock on at once
                 self._run_in_order(jobs, grouped_args)
+
+    def _background_overdue(self) -> bool:
+        return time.monotonic() - self._background[0][0] >= BACKGROUND_MAX_WAIT_SECONDS
+
+    def _run_background(self) -> None:
+        _queued, job = self._background.popleft()
+        with turn():
+            self._run_alone(job)
 
     @staticmethod
     def _prepare(jobs: list[_Job]) -> dict[int, tuple]:
@@ -229,13 +262,13 @@ class GroupCommitter:
 _committer = GroupCommitter(max_group=settings.ROSTER_GROUP_COMMIT_MAX)
 
 
-async def on_db_thread(request, fn: Callable, *args):
+async def on_db_thread(request, fn: Callable, *args, background: bool = False):
     """Run blocking service code: under ASGI (daphne, uvicorn; `request` an ASGIRequest, or None for a
     caller with no Django request) on the gateway API's database thread, in a group when `fn` is
-    groupable and other jobs wait with it; under WSGI (the test client) in the request's own thread,
-    which already is that, alone."""
+    groupable and other jobs wait with it, after every other queued job when `background`; under WSGI
+    (the test client) in the request's own thread, which already is that, alone."""
     if request is None or isinstance(request, ASGIRequest):
-        return await _committer.run(fn, *args)
+        return await _committer.run(fn, *args, background=background)
 
     def call():
         _ensure_healthy_connection()

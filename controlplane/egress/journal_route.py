@@ -8,6 +8,7 @@ must not add Django's middleware and request hops to that decision's wait."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Annotated
 
@@ -70,12 +71,10 @@ class JournalIn(Strict):
 
 
 async def journal_answer(request, body: JournalIn) -> dict:
-    """The answer to one POST /journal: a result per entry, in order."""
-    return {"results": await on_db_thread(request, _store_all, body.entries)}
-
-
-def _store_all(entries: list[EntryIn]) -> list[str]:
-    return [_store(entry) for entry in entries]
+    """The answer to one POST /journal: a result per entry, in order. Each entry is a background job of the
+    database thread of its own (controlplane.egress.db_thread): a decision queued meanwhile goes first."""
+    return {"results": list(await asyncio.gather(
+        *(on_db_thread(request, _store, entry, background=True) for entry in body.entries)))}
 
 
 def _store(entry: EntryIn) -> str:

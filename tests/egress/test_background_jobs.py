@@ -1,0 +1,105 @@
+"""Background jobs on the gateway API's database thread (controlplane.egress.db_thread): a journaled call's
+store runs after every other job queued with it, in its own order, never starves however busy the thread
+is, and its failure is its caller's alone."""
+
+import asyncio
+import threading
+
+import pytest
+
+from controlplane.egress import db_thread
+from controlplane.egress.db_thread import GroupCommitter
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _blocker(gate: threading.Event):
+    def block():
+        gate.wait(10)
+        return "blocker"
+    return block
+
+
+def _noting(order: list, name: str, result=None):
+    def job():
+        order.append(name)
+        return name if result is None else result
+    return job
+
+
+def test_a_background_job_runs_after_the_jobs_queued_with_it_and_background_jobs_keep_their_order():
+    order: list[str] = []
+
+    async def scenario(committer):
+        gate = threading.Event()
+        first = asyncio.ensure_future(committer.run(_blocker(gate)))
+        await asyncio.sleep(0.05)  # the blocker holds the thread
+        background = [asyncio.ensure_future(committer.run(_noting(order, f"b{i}"), background=True))
+                      for i in range(3)]
+        await asyncio.sleep(0.01)
+        decisions = [asyncio.ensure_future(committer.run(_noting(order, f"d{i}"))) for i in range(3)]
+        await asyncio.sleep(0.05)
+        gate.set()
+        return await first, await asyncio.gather(*decisions), await asyncio.gather(*background)
+
+    first, decisions, background = asyncio.run(scenario(GroupCommitter(max_group=64)))
+    assert (first, decisions, background) == ("blocker", ["d0", "d1", "d2"], ["b0", "b1", "b2"])
+    assert order == ["d0", "d1", "d2", "b0", "b1", "b2"]
+
+
+def test_a_background_job_alone_runs_at_once():
+    order: list[str] = []
+
+    async def scenario(committer):
+        return await asyncio.wait_for(committer.run(_noting(order, "only"), background=True), 5)
+
+    assert asyncio.run(scenario(GroupCommitter(max_group=64))) == "only" and order == ["only"]
+
+
+def test_a_background_job_does_not_starve_while_other_jobs_keep_coming(monkeypatch):
+    monkeypatch.setattr(db_thread, "BACKGROUND_MAX_WAIT_SECONDS", 0.05)
+    order: list[str] = []
+    stop = threading.Event()
+
+    def busy(name):
+        def job():
+            order.append(name)
+            stop.wait(0.005)  # each job holds the thread a little, as a decision does
+            return name
+        return job
+
+    async def scenario(committer):
+        async def keep_deciding():
+            waiting, i = [], 0
+            while "background" not in order and i < 2000:  # far more than the wait allows
+                waiting.append(asyncio.ensure_future(committer.run(busy(f"d{i}"))))
+                i += 1
+                await asyncio.sleep(0.001)
+            waiting += [asyncio.ensure_future(committer.run(busy(f"d{i + k}"))) for k in range(5)]
+            return await asyncio.gather(*waiting)
+
+        deciding = asyncio.ensure_future(keep_deciding())
+        await asyncio.sleep(0.01)
+        background = await committer.run(_noting(order, "background"), background=True)
+        await deciding
+        return background
+
+    assert asyncio.run(scenario(GroupCommitter(max_group=64))) == "background"
+    at = order.index("background")
+    assert 0 < at < len(order) - 5  # it ran while jobs kept arriving, not after the last of them
+
+
+def test_a_background_job_that_fails_hands_its_error_to_its_caller_only():
+    def fails():
+        raise RuntimeError("store failed")
+
+    async def scenario(committer):
+        results = await asyncio.gather(committer.run(fails, background=True),
+                                       committer.run(lambda: "decided"),
+                                       committer.run(lambda: "stored", background=True),
+                                       return_exceptions=True)
+        return results, await committer.run(lambda: "after")
+
+    (failed, decided, stored), after = asyncio.run(scenario(GroupCommitter(max_group=64)))
+    assert isinstance(failed, RuntimeError) and str(failed) == "store failed"
+    assert (decided, stored, after) == ("decided", "stored", "after")
