@@ -15,13 +15,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 SUITES = {
     # conditional UPDATEs under READ COMMITTED, real parallel connections
     "approvals": ["tests/approvals/test_concurrency.py"],
-    # the token query, the policy-version triggers, the grants cache, the approval flow, group commit
+    # the token query, the policy-version triggers, the grants cache, the approval flow, group commit, the
+    # journal's content-addressed bodies
     "decision API": [
         "tests/egress/test_decide.py", "tests/egress/test_policy_cache.py",
         "tests/egress/test_approval_flow.py", "tests/egress/test_outcome_trace.py",
         "tests/egress/test_model_call_decide.py", "tests/egress/test_group_commit.py",
         "tests/egress/test_gateway_calls.py", "tests/egress/test_budget_wait.py",
         "tests/egress/test_decide_under_lock.py", "tests/egress/test_group_held_rows.py",
+        "tests/journal/test_store.py",
     ],
     # locking, triggers and time truncation of the ledger and the audit chain
     "ledger and audit": [
