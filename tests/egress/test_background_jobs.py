@@ -9,15 +9,9 @@ import pytest
 
 from controlplane.egress import db_thread
 from controlplane.egress.db_thread import GroupCommitter
+from tests.egress.test_group_commit import _blocker
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _blocker(gate: threading.Event):
-    def block():
-        gate.wait(10)
-        return "blocker"
-    return block
 
 
 def _noting(order: list, name: str, result=None):
