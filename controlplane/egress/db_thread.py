@@ -172,10 +172,16 @@ class GroupCommitter:
                 self._thread.start()
 
     def _serve(self) -> None:
+        background_last = False
         while True:
-            if self._background and (self._jobs.empty() or self._background_overdue()):
+            # An overdue background job goes before the queued jobs, but never two in a row: a backlog of
+            # them (a gateway sending what it kept across a restart) takes turns with the decisions.
+            if self._background and (self._jobs.empty() or (self._background_overdue()
+                                                            and not background_last)):
                 self._run_background()
+                background_last = True
                 continue
+            background_last = False
             first = self._jobs.get()
             jobs = [] if first is _WAKE else [first]
             while len(jobs) < self.max_group:

@@ -97,3 +97,24 @@ def test_a_background_job_that_fails_hands_its_error_to_its_caller_only():
     (failed, decided, stored), after = asyncio.run(scenario(GroupCommitter(max_group=64)))
     assert isinstance(failed, RuntimeError) and str(failed) == "store failed"
     assert (decided, stored, after) == ("decided", "stored", "after")
+
+
+def test_overdue_background_jobs_take_turns_with_waiting_jobs_never_all_first(monkeypatch):
+    monkeypatch.setattr(db_thread, "BACKGROUND_MAX_WAIT_SECONDS", 0)  # every background job is overdue
+    order: list[str] = []
+
+    async def scenario(committer):
+        gate = threading.Event()
+        first = asyncio.ensure_future(committer.run(_blocker(gate)))
+        await asyncio.sleep(0.05)
+        backlog = [asyncio.ensure_future(committer.run(_noting(order, f"b{i}"), background=True))
+                   for i in range(5)]
+        await asyncio.sleep(0.01)
+        decisions = [asyncio.ensure_future(committer.run(_noting(order, f"d{i}"))) for i in range(3)]
+        await asyncio.sleep(0.05)
+        gate.set()
+        await first
+        await asyncio.gather(*decisions, *backlog)
+
+    asyncio.run(scenario(GroupCommitter(max_group=64)))
+    assert order == ["b0", "d0", "d1", "d2", "b1", "b2", "b3", "b4"]
