@@ -218,17 +218,17 @@ class GroupCommitter:
                     log.warning("preparing a job failed (%s); it runs unprepared", type(exc).__name__)
         return prepared
 
-    def _run_in_order(self, jobs: list[_Job], grouped_args: dict[int, tuple] | None = None) -> None:
+    def _run_in_order(self, jobs: list[_Job], grouped_args: dict[int, tuple]) -> None:
         """Consecutive groupable jobs form one group; any other job runs alone between groups."""
         group: list[_Job] = []
         for job in jobs:
             if job.groupable:
                 group.append(job)
                 continue
-            self._run_group(group, grouped_args or {})
+            self._run_group(group, grouped_args)
             group = []
             self._run_alone(job)
-        self._run_group(group, grouped_args or {})
+        self._run_group(group, grouped_args)
 
     def _run_alone(self, job: _Job) -> None:
         try:

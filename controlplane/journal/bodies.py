@@ -102,15 +102,6 @@ def store_all(datas: list[bytes], now) -> list[str]:
     return digests
 
 
-def store(data: bytes, now) -> str:
-    """Store `data` once under its hash (a second store only marks it used now). Returns the hash."""
-    return store_all([data], now)[0]
-
-
-def store_pieces(body: bytes, now) -> list[str]:
-    return store_all(pieces(body), now)
-
-
 def read(hashes: list[str]) -> dict[str, JournalBody]:
     return {b.sha256: b for b in JournalBody.objects.filter(sha256__in=set(hashes))}
 
@@ -128,4 +119,4 @@ def joined(hashes: list[str], found: dict[str, JournalBody] | None = None) -> tu
     return b"".join(out), erased
 
 
-__all__ = ["joined", "pieces", "read", "sha256", "store", "store_all", "store_pieces"]
+__all__ = ["joined", "pieces", "read", "sha256", "store_all"]

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from controlplane.ledger import sql
-from controlplane.ledger.models import ModelPrice, SpendLine, Unit
+from controlplane.ledger.models import ModelCallReservation, ModelPrice, SpendLine, Unit
 from controlplane.ledger.types import ModelCallFacts, TokenUsage
 
 MILLION = 1_000_000
@@ -46,26 +46,6 @@ def price_for(model: str) -> ModelPrice | None:
         if longer and fnmatch.fnmatchcase(model, pattern):
             best = row
     return None if best is None else ModelPrice(**dict(zip(sql.PRICE_COLUMNS, best, strict=True)))
-
-
-@dataclass(frozen=True)
-class Reserved:
-    """A model call's reservation as the settle reads it (controlplane.ledger.sql.reservation_row): the
-    rates it settles at, its worst case, and when it was made."""
-
-    decision_id: str
-    model: str
-    price_pattern: str
-    input_micro_per_million: int
-    cached_input_micro_per_million: int
-    output_micro_per_million: int
-    cache_write_micro_per_million: int | None
-    cache_write_1h_micro_per_million: int | None
-    input_estimate: int
-    max_output: int
-    tokens: int
-    micro: int
-    created_at: object
 
 
 @dataclass(frozen=True)
@@ -124,7 +104,7 @@ def record_reservation(decision_id: str, plan_: ModelPlan, created_at) -> None:
         plan_.tokens, plan_.micro, sql.adapted_time(created_at)])
 
 
-def _rates(prices: ModelPrice | Reserved) -> Rates:
+def _rates(prices: ModelPrice | ModelCallReservation) -> Rates:
     """A price's rates, or those a reservation was made at. A blank cache-write rate is the input rate, a
     blank 1-hour one the cache-write rate (a price row changed by hand; a reservation made before cache
     writes were priced apart)."""
@@ -143,7 +123,8 @@ def settle_model_call(decision_id: str, usage: TokenUsage | None, *, worker_id: 
     row = sql.reservation_row(decision_id)
     if row is None:
         return None
-    reservation = Reserved(*row)
+    # The row's fields, for reading only (plain SQL: every settle of a model call asks).
+    reservation = ModelCallReservation(**dict(zip(sql.RESERVATION_COLUMNS, row, strict=True)))
     flagged = usage is None or not usage.known or not _consistent(usage)
     if flagged:
         tokens, micro = reservation.tokens, reservation.micro

@@ -58,6 +58,13 @@ def test_good_configuration(tmp_path):
     assert addon.config.also_control_plane == ()
 
 
+def test_journaled_calls_and_outcomes_each_wait_their_own_flush_delay(tmp_path):
+    default = configure(tmp_path)
+    assert (default.steps.journal._flush_delay, default.steps.outcomes._flush_delay) == (0.1, 0.005)
+    set_apart = configure(tmp_path, roster_journal_flush_ms=250, roster_outcome_flush_ms=7)
+    assert (set_apart.steps.journal._flush_delay, set_apart.steps.outcomes._flush_delay) == (0.25, 0.007)
+
+
 def test_replicas_are_every_url_listed_and_none_is_ever_dialled_for_a_box(tmp_path):
     addon = configure(tmp_path, roster_control_plane=f"{CP_URL}, http://cp2.test:8005/",
                       roster_control_plane_also="http://127.0.0.1:8000", roster_control_plane_backoff_ms=250)

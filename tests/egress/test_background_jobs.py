@@ -4,6 +4,7 @@ is, and its failure is its caller's alone."""
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -14,30 +15,40 @@ from tests.egress.test_group_commit import _blocker
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _noting(order: list, name: str, result=None):
+def _noting(order: list, name: str):
     def job():
         order.append(name)
-        return name if result is None else result
+        return name
     return job
 
 
-def test_a_background_job_runs_after_the_jobs_queued_with_it_and_background_jobs_keep_their_order():
+def _behind_a_blocker(background: int, decisions: int) -> tuple[list[str], list[str], list[str]]:
+    """`background` jobs queued, then `decisions` other jobs, all while a blocker holds the thread; then
+    it lets go. (the order they ran in, the decisions' answers, the background jobs' answers)"""
     order: list[str] = []
 
     async def scenario(committer):
         gate = threading.Event()
         first = asyncio.ensure_future(committer.run(_blocker(gate)))
         await asyncio.sleep(0.05)  # the blocker holds the thread
-        background = [asyncio.ensure_future(committer.run(_noting(order, f"b{i}"), background=True))
-                      for i in range(3)]
+        queued = [asyncio.ensure_future(committer.run(_noting(order, f"b{i}"), background=True))
+                  for i in range(background)]
         await asyncio.sleep(0.01)
-        decisions = [asyncio.ensure_future(committer.run(_noting(order, f"d{i}"))) for i in range(3)]
+        waiting = [asyncio.ensure_future(committer.run(_noting(order, f"d{i}"))) for i in range(decisions)]
         await asyncio.sleep(0.05)
         gate.set()
-        return await first, await asyncio.gather(*decisions), await asyncio.gather(*background)
+        assert await first == "blocker"
+        return await asyncio.gather(*waiting), await asyncio.gather(*queued)
 
-    first, decisions, background = asyncio.run(scenario(GroupCommitter(max_group=64)))
-    assert (first, decisions, background) == ("blocker", ["d0", "d1", "d2"], ["b0", "b1", "b2"])
+    answered, stored = asyncio.run(scenario(GroupCommitter(max_group=64)))
+    return order, answered, stored
+
+
+def test_a_background_job_runs_after_the_jobs_queued_with_it_and_background_jobs_keep_their_order(
+        monkeypatch):
+    monkeypatch.setattr(db_thread, "BACKGROUND_MAX_WAIT_SECONDS", 60)  # none overdue, however slow the host
+    order, answered, stored = _behind_a_blocker(3, 3)
+    assert (answered, stored) == (["d0", "d1", "d2"], ["b0", "b1", "b2"])
     assert order == ["d0", "d1", "d2", "b0", "b1", "b2"]
 
 
@@ -53,12 +64,11 @@ def test_a_background_job_alone_runs_at_once():
 def test_a_background_job_does_not_starve_while_other_jobs_keep_coming(monkeypatch):
     monkeypatch.setattr(db_thread, "BACKGROUND_MAX_WAIT_SECONDS", 0.05)
     order: list[str] = []
-    stop = threading.Event()
 
     def busy(name):
         def job():
             order.append(name)
-            stop.wait(0.005)  # each job holds the thread a little, as a decision does
+            time.sleep(0.005)  # each job holds the thread a little, as a decision does
             return name
         return job
 
@@ -101,20 +111,6 @@ def test_a_background_job_that_fails_hands_its_error_to_its_caller_only():
 
 def test_overdue_background_jobs_take_turns_with_waiting_jobs_never_all_first(monkeypatch):
     monkeypatch.setattr(db_thread, "BACKGROUND_MAX_WAIT_SECONDS", 0)  # every background job is overdue
-    order: list[str] = []
-
-    async def scenario(committer):
-        gate = threading.Event()
-        first = asyncio.ensure_future(committer.run(_blocker(gate)))
-        await asyncio.sleep(0.05)
-        backlog = [asyncio.ensure_future(committer.run(_noting(order, f"b{i}"), background=True))
-                   for i in range(5)]
-        await asyncio.sleep(0.01)
-        decisions = [asyncio.ensure_future(committer.run(_noting(order, f"d{i}"))) for i in range(3)]
-        await asyncio.sleep(0.05)
-        gate.set()
-        await first
-        await asyncio.gather(*decisions, *backlog)
-
-    asyncio.run(scenario(GroupCommitter(max_group=64)))
+    order, answered, stored = _behind_a_blocker(5, 3)
+    assert (answered, stored) == (["d0", "d1", "d2"], ["b0", "b1", "b2", "b3", "b4"])
     assert order == ["b0", "d0", "d1", "d2", "b1", "b2", "b3", "b4"]
